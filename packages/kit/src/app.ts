@@ -1,0 +1,185 @@
+import { OpenAPIHono, type z } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { randomUUID } from "node:crypto";
+import { ApiError, envelope, validationError } from "./errors.js";
+import type { Logger } from "./logger.js";
+import { ServiceMetrics } from "./metrics.js";
+import { renderApiReference } from "./api-reference.js";
+
+export interface KitVariables {
+  requestId: string;
+}
+
+export type KitEnv = { Variables: KitVariables };
+
+export interface HealthCheck {
+  name: string;
+  /** resolves when the dependency answers; throws when it does not */
+  check(): Promise<void>;
+}
+
+export interface ServiceAppOptions {
+  service: string;
+  title: string;
+  version?: string;
+  description?: string;
+  logger: Logger;
+  metrics?: ServiceMetrics;
+  healthChecks?: HealthCheck[];
+  /** request bodies above this many bytes are refused with 413 (DESIGN §3: 1 MiB) */
+  maxBodyBytes?: number;
+  /** paths whose bodies are not ours to check (the auth library, OAuth form posts) */
+  ownsBody?: (path: string) => boolean;
+}
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
+
+export function requestIdOf(c: Context): string {
+  return (c.get("requestId" as never) as string | undefined) ?? "unknown";
+}
+
+/** The one way to answer an error: the envelope of spec §2.3 with the request id. */
+export function errorResponse(c: Context, err: ApiError): Response {
+  const body = envelope(err.code, err.message, requestIdOf(c), err.details, !omitsDetails(c));
+  return c.json(body, err.status, err.headers);
+}
+
+/** Routes whose error bodies carry no `details` (spec §2.3) mark themselves with this. */
+export const withoutErrorDetails: MiddlewareHandler = async (c, next) => {
+  c.set("omitErrorDetails" as never, true as never);
+  await next();
+};
+const omitsDetails = (c: Context) => c.get("omitErrorDetails" as never) === true;
+
+/**
+ * A service's Hono app with everything DESIGN §3 asks of every service: request ids, request logs,
+ * metrics, body limits, the error envelope for validation failures, malformed JSON and unknown
+ * routes, `/health`, `/metrics`, `/openapi.json` and `/docs`.
+ */
+export function createServiceApp(options: ServiceAppOptions) {
+  const { service, logger } = options;
+  const metrics = options.metrics ?? new ServiceMetrics(service);
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const ownsBody = options.ownsBody ?? (() => false);
+
+  const app = new OpenAPIHono<KitEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error as z.ZodError, result.target === "json" ? "body" : result.target);
+    },
+  });
+
+  app.use(async (c, next) => {
+    const incoming = c.req.header("x-request-id");
+    const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    c.set("requestId", id);
+    c.header("x-request-id", id);
+    const started = performance.now();
+    await next();
+    const seconds = (performance.now() - started) / 1000;
+    const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
+    metrics.requests.inc({ method: c.req.method, route, status: String(c.res.status) });
+    metrics.duration.observe({ method: c.req.method, route }, seconds);
+    // the path only: query strings can carry tokens (magic-link verify)
+    logger.info(
+      { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 10000) / 10 },
+      "request",
+    );
+  });
+
+  app.use(
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) =>
+        errorResponse(c, new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`)),
+    }),
+  );
+
+  app.use(async (c, next) => {
+    if (hasBody(c) && !ownsBody(c.req.path)) {
+      const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
+      if (!JSON_MEDIA.test(type)) {
+        throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
+      }
+    }
+    await next();
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return errorResponse(c, err);
+    if (err instanceof HTTPException) {
+      // hono's own refusals: malformed JSON or form bodies
+      const code = err.status === 400 ? "BAD_REQUEST" : err.status === 413 ? "PAYLOAD_TOO_LARGE" : "BAD_REQUEST";
+      return errorResponse(c, new ApiError(err.status as 400, code, err.message || "Bad request"));
+    }
+    logger.error({ requestId: requestIdOf(c), err: { name: (err as Error)?.name, message: (err as Error)?.message, stack: (err as Error)?.stack } }, "unhandled error");
+    return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
+  });
+
+  app.notFound((c) => errorResponse(c, new ApiError(404, "NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)));
+
+  app.get("/health", async (c) => {
+    const checks: Record<string, { status: "ok" | "fail"; latencyMs: number; error?: string }> = {};
+    await Promise.all(
+      (options.healthChecks ?? []).map(async (h) => {
+        const started = performance.now();
+        try {
+          await withTimeout(h.check(), 2000);
+          checks[h.name] = { status: "ok", latencyMs: Math.round(performance.now() - started) };
+        } catch (e) {
+          checks[h.name] = { status: "fail", latencyMs: Math.round(performance.now() - started), error: (e as Error).message };
+        }
+      }),
+    );
+    const healthy = Object.values(checks).every((x) => x.status === "ok");
+    return c.json({ status: healthy ? "healthy" : "degraded", checks }, healthy ? 200 : 503);
+  });
+
+  app.get("/metrics", async (c) => {
+    c.header("content-type", metrics.registry.contentType);
+    return c.body(await metrics.registry.metrics());
+  });
+
+  const documentConfig = {
+    openapi: "3.1.0",
+    info: { title: options.title, version: options.version ?? "1.0.0", description: options.description },
+  };
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "x-api-key" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", { type: "apiKey", in: "cookie", name: "better-auth.session_token" });
+  app.openAPIRegistry.registerComponent("securitySchemes", "basic", { type: "http", scheme: "basic" });
+  app.get("/openapi.json", (c) => c.json(app.getOpenAPI31Document(documentConfig)));
+  app.get("/docs", (c) => c.html(renderApiReference(app.getOpenAPI31Document(documentConfig) as never)));
+
+  return Object.assign(app, {
+    metrics,
+    openApiDocument: () => app.getOpenAPI31Document(documentConfig),
+  });
+}
+
+export type ServiceApp = ReturnType<typeof createServiceApp>;
+
+function hasBody(c: Context): boolean {
+  if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return false;
+  const length = c.req.header("content-length");
+  if (length !== undefined) return Number(length) > 0;
+  return c.req.raw.body !== null;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,88 @@
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ZodError } from "zod";
+
+/** The error codes of DESIGN §3, shared by every service; services add their own specific ones. */
+export type ErrorCode =
+  | "VALIDATION_ERROR"
+  | "BAD_REQUEST"
+  | "UNAUTHENTICATED"
+  | "FORBIDDEN"
+  | "PLATFORM_SUSPENDED"
+  | "NOT_FOUND"
+  | "CONFLICT"
+  | "PAYLOAD_TOO_LARGE"
+  | "UNSUPPORTED_MEDIA_TYPE"
+  | "RATE_LIMITED"
+  | "UPSTREAM_UNAVAILABLE"
+  | "INTERNAL"
+  | (string & {});
+
+/**
+ * A failure that becomes the spec's error envelope (spec §2.3, §7.1).
+ * `details` is null unless there is something useful to say; `omitDetails` drops the field for the
+ * routes whose bodies have no `details` (IAM whoami, billing upgrade).
+ */
+export class ApiError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: unknown = null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export interface FieldIssue {
+  path: string;
+  message: string;
+  code: string;
+}
+
+/** Zod issues as `details` of a 400 VALIDATION_ERROR: one entry per failing field. */
+export function fieldIssues(error: ZodError): FieldIssue[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map(String).join(".") || "(body)",
+    message: issue.message,
+    code: issue.code,
+  }));
+}
+
+export function validationError(error: ZodError, where = "request"): ApiError {
+  const issues = fieldIssues(error);
+  const fields = [...new Set(issues.map((i) => i.path))].join(", ");
+  return new ApiError(400, "VALIDATION_ERROR", `Invalid ${where}: ${fields}`, issues);
+}
+
+export const unauthenticated = (message = "Authentication required") =>
+  new ApiError(401, "UNAUTHENTICATED", message);
+export const forbidden = (message = "You are not allowed to do this") =>
+  new ApiError(403, "FORBIDDEN", message);
+export const notFound = (message = "Not found") => new ApiError(404, "NOT_FOUND", message);
+export const conflict = (code: ErrorCode, message: string) => new ApiError(409, code, message);
+export const badRequest = (message: string, details: unknown = null) =>
+  new ApiError(400, "BAD_REQUEST", message, details);
+export const rateLimited = (retryAfterSeconds: number) =>
+  new ApiError(429, "RATE_LIMITED", "Too many requests; try again later", null, {
+    "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))),
+  });
+export const upstreamUnavailable = (message: string) =>
+  new ApiError(503, "UPSTREAM_UNAVAILABLE", message);
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; requestId: string; details?: unknown };
+}
+
+export function envelope(
+  code: string,
+  message: string,
+  requestId: string,
+  details: unknown,
+  withDetails = true,
+): ErrorEnvelope {
+  return withDetails
+    ? { error: { code, message, requestId, details: details ?? null } }
+    : { error: { code, message, requestId } };
+}

@@ -1,0 +1,59 @@
+import { z } from "@hono/zod-openapi";
+
+/** The error envelope as an OpenAPI component (spec §2.3). */
+export const ErrorEnvelopeSchema = z
+  .object({
+    error: z.object({
+      code: z.string().openapi({ example: "VALIDATION_ERROR" }),
+      message: z.string(),
+      requestId: z.string(),
+      details: z.unknown().nullable().optional(),
+    }),
+  })
+  .openapi("ErrorEnvelope");
+
+const STATUS_TEXT: Record<number, string> = {
+  400: "Invalid input (VALIDATION_ERROR with the failing fields in details, or BAD_REQUEST)",
+  401: "No credential, or an invalid one (UNAUTHENTICATED)",
+  403: "The caller may not do this (FORBIDDEN, PLATFORM_SUSPENDED)",
+  404: "Not found (NOT_FOUND)",
+  409: "Conflicts with the current state",
+  413: "Request body too large (PAYLOAD_TOO_LARGE)",
+  429: "Rate limited (RATE_LIMITED, with Retry-After)",
+  502: "An upstream service failed (UPSTREAM_UNAVAILABLE)",
+  503: "An upstream service is unavailable (UPSTREAM_UNAVAILABLE)",
+};
+
+/** Error responses for a route description: `...errorResponses(400, 401, 403)`. */
+export function errorResponses(...statuses: number[]) {
+  return Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      { description: STATUS_TEXT[s] ?? "Error", content: { "application/json": { schema: ErrorEnvelopeSchema } } },
+    ]),
+  );
+}
+
+/** A required JSON request body. */
+export function jsonBody<T extends z.ZodType>(schema: T, description?: string) {
+  return { required: true, description, content: { "application/json": { schema } } } as const;
+}
+
+/** A JSON response. */
+export function jsonContent<T extends z.ZodType>(schema: T, description: string) {
+  return { description, content: { "application/json": { schema } } } as const;
+}
+
+/** Bounded strings as the spec writes them: `min1`, `1-100` … */
+export const text = (min: number, max?: number) => (max === undefined ? z.string().min(min) : z.string().min(min).max(max));
+
+/** Security requirements for route descriptions (typed loosely: a literal array of mixed keys trips route inference). */
+type SecurityRequirement = Record<string, string[]>;
+export const security = {
+  /** a session token or service token as Bearer, or an API key in x-api-key */
+  anyCredential: [{ bearer: [] }, { apiKey: [] }] as SecurityRequirement[],
+  bearer: [{ bearer: [] }] as SecurityRequirement[],
+  session: [{ sessionCookie: [] }, { bearer: [] }] as SecurityRequirement[],
+  cookie: [{ sessionCookie: [] }] as SecurityRequirement[],
+  basic: [{ basic: [] }] as SecurityRequirement[],
+};

@@ -1,0 +1,46 @@
+import { parseArgs } from "node:util";
+import { SERVICES, type ServiceName } from "@core/kit";
+import { runUntilStopped, type ServiceModule } from "./run.js";
+
+/**
+ * `npm start`: every service that exists, in one process, each on its own port (DESIGN §1);
+ * `npm start -- --only <name>` runs one; `--migrate-only` applies migrations and exits.
+ */
+const AVAILABLE: ServiceName[] = ["iam", "platform-registry"];
+
+const { values } = parseArgs({
+  options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+  strict: true,
+});
+
+if (values.help) {
+  console.log(`usage: npm start [-- --only <${AVAILABLE.join("|")}>] [-- --migrate-only]`);
+  process.exit(0);
+}
+if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
+  console.error(`core: unknown service "${values.only}"; choose one of ${AVAILABLE.join(", ")}`);
+  process.exit(1);
+}
+const names = values.only ? [values.only as ServiceName] : AVAILABLE;
+const services: [ServiceName, ServiceModule][] = [];
+for (const name of names) {
+  const url = new URL(`../../../services/${name}/dist/index.js`, import.meta.url);
+  services.push([name, (await import(url.href)) as ServiceModule]);
+}
+
+const running = await runUntilStopped({
+  services,
+  migrateOnly: values["migrate-only"],
+  builtInCredentials: !values.only || !process.env.DATABASE_URL,
+});
+if (running && values["migrate-only"]) {
+  console.log(`core: migrations applied for ${names.join(", ")}`);
+  await running.stop();
+  process.exit(0);
+}
+if (running) {
+  const width = Math.max(...Object.keys(running.urls).map((n) => n.length));
+  console.log("core is running:");
+  for (const [name, url] of Object.entries(running.urls)) console.log(`  ${name.padEnd(width)}  ${url}`);
+  console.log(`data: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" : SERVICES && (process.env.CORE_DATA_DIR || "./.data")}`);
+}

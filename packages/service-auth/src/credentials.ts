@@ -1,0 +1,63 @@
+import type { Context } from "hono";
+import { unauthenticated } from "@core/kit";
+import type { Caller, Principal } from "./principal.js";
+
+/** How a service turns each kind of credential into a caller (DESIGN §4). */
+export interface CredentialResolvers {
+  /** an IAM session token; null when unknown, expired or revoked */
+  session(token: string): Promise<Principal | null>;
+  /** a raw API key; null when unknown, expired or disabled */
+  apiKey(key: string): Promise<Principal | null>;
+  /** a service token (JWT); null when its signature, issuer, audience or lifetime is wrong */
+  serviceToken(jwt: string): Promise<{ serviceId: string } | null>;
+}
+
+const CALLER = "core:caller";
+const JWT_SHAPE = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** The bearer token of a request, if any. */
+export function bearerToken(c: Context): string | null {
+  const header = c.req.header("authorization");
+  if (!header) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1] ?? null;
+}
+
+/**
+ * The caller of this request, or null when it carries no credential. Throws 401 for a credential
+ * that is present but invalid: a wrong credential is never treated as no credential.
+ * Resolved once per request.
+ */
+export async function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
+  const memo = c.get(CALLER as never) as Caller | null | undefined;
+  if (memo !== undefined) return memo;
+  const caller = await resolveCaller(c, resolvers);
+  c.set(CALLER as never, caller as never);
+  return caller;
+}
+
+async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
+  const apiKey = c.req.header("x-api-key");
+  if (apiKey) {
+    const principal = await resolvers.apiKey(apiKey);
+    if (!principal) throw unauthenticated("Invalid API key");
+    return { kind: "principal", principal };
+  }
+  const token = bearerToken(c);
+  if (!token) return null;
+  if (JWT_SHAPE.test(token)) {
+    const service = await resolvers.serviceToken(token);
+    if (!service) throw unauthenticated("Invalid service token");
+    return { kind: "service", serviceId: service.serviceId };
+  }
+  const principal = await resolvers.session(token);
+  if (!principal) throw unauthenticated("Invalid or expired session");
+  return { kind: "principal", principal };
+}
+
+/** The caller, or 401 when the request carries no credential. */
+export async function requireCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller> {
+  const caller = await callerOf(c, resolvers);
+  if (!caller) throw unauthenticated();
+  return caller;
+}

@@ -1,0 +1,5 @@
+export * from "./credentials.js";
+export * from "./principal.js";
+export * from "./remote.js";
+export * from "./service-token-client.js";
+export * from "./ttl-cache.js";

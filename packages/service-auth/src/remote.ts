@@ -1,0 +1,83 @@
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from "jose";
+import { upstreamUnavailable } from "@core/kit";
+import { PrincipalSchema, type Principal } from "./principal.js";
+import type { CredentialResolvers } from "./credentials.js";
+import { TtlCache } from "./ttl-cache.js";
+import type { ServiceTokenSource } from "./service-token-client.js";
+
+export const POSITIVE_TTL_MS = 5_000;
+export const NEGATIVE_TTL_MS = 1_000;
+/** DESIGN §4: service tokens live at most 5 minutes; allow a little clock skew */
+export const MAX_SERVICE_TOKEN_SECONDS = 300;
+
+export interface RemoteResolverOptions {
+  iamUrl: string;
+  /** this service's id: the audience its service tokens must carry */
+  serviceId: string;
+  tokens: ServiceTokenSource;
+  fetch?: typeof fetch;
+  /** key set override (tests); default: IAM's JWKS */
+  keys?: JWTVerifyGetKey;
+}
+
+/**
+ * Credential resolution for resource services (DESIGN §4): JWTs verified locally against IAM's
+ * JWKS; session tokens and API keys asked of IAM with a service token, and cached briefly.
+ */
+export function remoteResolvers(options: RemoteResolverOptions): CredentialResolvers {
+  const doFetch = options.fetch ?? fetch;
+  const iamUrl = options.iamUrl.replace(/\/+$/, "");
+  const keys = options.keys ?? createRemoteJWKSet(new URL(`${iamUrl}/api/auth/jwks`), { cooldownDuration: 5_000 });
+  const sessions = new TtlCache<Principal | null>();
+  const apiKeys = new TtlCache<Principal | null>();
+
+  async function askIam(path: string, body: object): Promise<Principal | null> {
+    let response: Response;
+    try {
+      response = await doFetch(`${iamUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${await options.tokens.tokenFor("iam")}` },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(5_000),
+      });
+    } catch {
+      throw upstreamUnavailable("IAM is unreachable");
+    }
+    if (response.status !== 200) throw upstreamUnavailable(`IAM answered ${response.status}`);
+    const answer = (await response.json()) as { valid: boolean; principal?: unknown };
+    return answer.valid ? PrincipalSchema.parse(answer.principal) : null;
+  }
+
+  async function cached(cache: TtlCache<Principal | null>, key: string, load: () => Promise<Principal | null>) {
+    const hit = cache.get(key);
+    if (hit !== undefined) return hit;
+    const principal = await load();
+    cache.set(key, principal, principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
+    return principal;
+  }
+
+  return {
+    session: (token) => cached(sessions, token, () => askIam("/api/validate-session", { token })),
+    apiKey: (key) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key })),
+    serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId),
+  };
+}
+
+export async function verifyServiceToken(
+  jwt: string,
+  keys: JWTVerifyGetKey,
+  issuer: string,
+  audience: string,
+): Promise<{ serviceId: string } | null> {
+  try {
+    const { payload } = await jwtVerify(jwt, keys, { issuer, audience, algorithms: ["EdDSA"], requiredClaims: ["sub", "exp", "iat"] });
+    if (payload.exp! - payload.iat! > MAX_SERVICE_TOKEN_SECONDS) return null;
+    if (payload.typ !== "service") return null;
+    return { serviceId: payload.sub! };
+  } catch (err) {
+    if (err instanceof joseErrors.JWKSTimeout || (err instanceof TypeError && !(err instanceof joseErrors.JOSEError))) {
+      throw upstreamUnavailable("IAM's key set is unreachable");
+    }
+    return null;
+  }
+}

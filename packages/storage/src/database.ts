@@ -1,0 +1,89 @@
+import { PGlite } from "@electric-sql/pglite";
+import { sql } from "drizzle-orm";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { lockDataDir } from "./data-dir-lock.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Db = PgDatabase<PgQueryResultHKT, any>;
+
+export interface DatabaseHandle {
+  db: Db;
+  kind: "pglite" | "postgres";
+  /** one round trip to the database, for `/health` */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseConfig {
+  /** PostgreSQL URL (`DATABASE_URL`); wins over `dataDir` */
+  url?: string;
+  /** directory of the embedded database (`CORE_DATA_DIR`); absent and no url: in memory */
+  dataDir?: string;
+  /** PostgreSQL pool size per process */
+  poolSize?: number;
+}
+
+/**
+ * Opens the database of DESIGN §2: PostgreSQL when a URL is given, else embedded PGlite persisted
+ * in the data directory (holding its lock, since PGlite has none of its own), else PGlite in memory.
+ */
+export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
+  if (config.url) return openPostgres(config.url, config.poolSize ?? 10);
+  if (config.dataDir) {
+    mkdirSync(config.dataDir, { recursive: true });
+    const release = await lockDataDir(config.dataDir);
+    try {
+      return await openPglite(join(config.dataDir, "pgdata"), release);
+    } catch (err) {
+      await release();
+      throw err;
+    }
+  }
+  return openPglite(undefined, async () => {});
+}
+
+async function openPglite(dir: string | undefined, release: () => Promise<void>): Promise<DatabaseHandle> {
+  const client = dir ? new PGlite(dir) : new PGlite();
+  await client.waitReady;
+  const db = drizzlePglite({ client }) as unknown as Db;
+  let closed = false;
+  return {
+    db,
+    kind: "pglite",
+    ping: async () => {
+      await client.query("select 1");
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await client.close();
+      await release();
+    },
+  };
+}
+
+async function openPostgres(url: string, max: number): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+  // an idle client that loses its server must not crash the process; the next query reports it
+  pool.on("error", () => {});
+  const db = drizzlePg({ client: pool }) as unknown as Db;
+  await db.execute(sql`select 1`);
+  let closed = false;
+  return {
+    db,
+    kind: "postgres",
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+}

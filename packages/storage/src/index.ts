@@ -1,0 +1,5 @@
+export * from "./database.js";
+export * from "./data-dir-lock.js";
+export * from "./migrate.js";
+export * from "./testing.js";
+export * from "./errors.js";

@@ -1,0 +1,51 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { openDatabase, type DatabaseHandle } from "./database.js";
+
+export interface TestDatabase {
+  name: "pglite" | "postgres";
+  open(): Promise<DatabaseHandle>;
+}
+
+/**
+ * The databases every database test runs on (DESIGN §9): PGlite in memory always, and PostgreSQL
+ * when `TEST_DATABASE_URL` is set. Under CI a missing `TEST_DATABASE_URL` is an error, so a
+ * PostgreSQL suite can never be skipped silently.
+ */
+export function testDatabases(): TestDatabase[] {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url && process.env.CI) {
+    throw new Error("CI is set but TEST_DATABASE_URL is not: the PostgreSQL suites would be skipped");
+  }
+  const list: TestDatabase[] = [{ name: "pglite", open: () => openDatabase({}) }];
+  if (url) list.push({ name: "postgres", open: () => openFreshPostgres(url) });
+  return list;
+}
+
+/** A new, empty database on the server of `url`, dropped again on close. */
+export async function openFreshPostgres(url: string): Promise<DatabaseHandle> {
+  const name = `core_test_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const target = new URL(url);
+  target.pathname = `/${name}`;
+  const handle = await openDatabase({ url: target.toString(), poolSize: 5 });
+  return {
+    ...handle,
+    close: async () => {
+      await handle.close();
+      const dropper = new pg.Client({ connectionString: url });
+      await dropper.connect();
+      try {
+        await dropper.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await dropper.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import type { CredentialResolvers } from "@core/service-auth";
+import type { Db } from "@core/storage";
+import { platformRoutes } from "./routes/platforms.js";
+import { stackRoutes } from "./routes/stacks.js";
+
+export interface RegistryDeps {
+  db: Db;
+  credentials: CredentialResolvers;
+  logger: Logger;
+  clock?: Clock;
+  /** what `/health` checks: the database, IAM */
+  healthChecks?: HealthCheck[];
+}
+
+export type RegistryContext = RegistryDeps & { clock: Clock };
+
+/** The platform registry's HTTP app (spec §2.10, §4.6, DESIGN §7). */
+export function createApp(deps: RegistryDeps) {
+  const resolved: RegistryContext = { ...deps, clock: deps.clock ?? systemClock };
+  const app = createServiceApp({
+    service: "platform-registry",
+    title: "Core platform registry",
+    description: "Platforms and their workspace stacks.",
+    logger: deps.logger,
+    healthChecks: deps.healthChecks ?? [],
+  });
+  platformRoutes(app, resolved);
+  stackRoutes(app, resolved);
+  return app;
+}
