@@ -57,6 +57,11 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
     }
     return `http://localhost:${port(service)}`;
   };
+  // fail fast: a bad port or address is reported at start-up, not when a service first needs it
+  for (const service of Object.keys(SERVICES) as ServiceName[]) {
+    port(service);
+    url(service);
+  }
   return { host, dataDir, databaseUrl, port, url };
 }
 
@@ -67,8 +72,18 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
 export function persistentSecret(dataDir: string, name: string): string {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = join(dataDir, `${name}.secret`);
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  const secret = randomBytes(32).toString("base64url");
-  writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: "wx" });
-  return secret;
+  if (!existsSync(file)) {
+    const secret = randomBytes(32).toString("base64url");
+    try {
+      writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: "wx" });
+      return secret;
+    } catch (err) {
+      // another process created it first: use theirs
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+  }
+  const kept = readFileSync(file, "utf8").trim();
+  // an empty secret would sign sessions with nothing
+  if (!kept) throw new ConfigError(`The secret file ${file} is empty; delete it to generate a new secret`);
+  return kept;
 }
