@@ -1,0 +1,362 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  ApiError,
+  createServiceApp,
+  errorResponses,
+  jsonBody,
+  jsonContent,
+  listen,
+  silentLogger,
+  withoutErrorDetails,
+  type HealthCheck,
+  type RunningServer,
+} from "@core/kit";
+
+const LIMIT = 1024;
+
+/** A small service on the kit: one validated JSON route, one path-parameter route, and failing ones. */
+function buildApp(healthChecks: HealthCheck[] = []) {
+  const app = createServiceApp({
+    service: "kit-test",
+    title: "Kit test service",
+    logger: silentLogger(),
+    maxBodyBytes: LIMIT,
+    healthChecks,
+  });
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/items",
+      summary: "Create an item",
+      request: { body: jsonBody(z.object({ name: z.string().min(1).max(5), count: z.number().int() })) },
+      responses: { 201: jsonContent(z.object({ name: z.string(), count: z.number() }), "The item"), ...errorResponses(400) },
+    }),
+    (c) => c.json(c.req.valid("json"), 201),
+  );
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/items/{itemId}",
+      summary: "One item",
+      request: { params: z.object({ itemId: z.string() }) },
+      responses: { 200: jsonContent(z.object({ id: z.string() }), "The item") },
+    }),
+    (c) => c.json({ id: c.req.valid("param").itemId }, 200),
+  );
+  app.get("/boom", () => {
+    throw new Error("connection to db.internal:5432 failed for password=hunter2");
+  });
+  app.get("/taken", () => {
+    throw new ApiError(409, "SLUG_TAKEN", "The slug is taken", { slug: "acme" });
+  });
+  app.get("/taken-without-details", withoutErrorDetails, () => {
+    throw new ApiError(409, "SLUG_TAKEN", "The slug is taken", { slug: "acme" });
+  });
+  return app;
+}
+
+const app = buildApp();
+
+const postJson = (path: string, body: string, headers: Record<string, string> = {}) =>
+  app.request(path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe("error envelope", () => {
+  it("answers an ApiError as { error: { code, message, requestId, details } } with its status", async () => {
+    const res = await app.request("/taken", { headers: { "x-request-id": "req-envelope-1" } });
+    expect(res.status).toBe(409);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({
+      error: { code: "SLUG_TAKEN", message: "The slug is taken", requestId: "req-envelope-1", details: { slug: "acme" } },
+    });
+  });
+
+  it("always carries details, null when there is nothing to add", async () => {
+    const res = await app.request("/nowhere");
+    const body = (await res.json()) as { error: Record<string, unknown> };
+    expect(Object.keys(body.error).sort()).toEqual(["code", "details", "message", "requestId"]);
+    expect(body.error.details).toBeNull();
+  });
+
+  it("drops details on routes marked withoutErrorDetails", async () => {
+    const res = await app.request("/taken-without-details", { headers: { "x-request-id": "req-nodetails" } });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toEqual({
+      error: { code: "SLUG_TAKEN", message: "The slug is taken", requestId: "req-nodetails" },
+    });
+  });
+});
+
+describe("request id", () => {
+  it("keeps a sane incoming x-request-id and echoes it in the header and the envelope", async () => {
+    const res = await app.request("/nowhere", { headers: { "x-request-id": "abc.DEF_1:2-3" } });
+    expect(res.headers.get("x-request-id")).toBe("abc.DEF_1:2-3");
+    expect(((await res.json()) as { error: { requestId: string } }).error.requestId).toBe("abc.DEF_1:2-3");
+  });
+
+  it("keeps an incoming id of exactly 128 characters", async () => {
+    const id = "a".repeat(128);
+    const res = await app.request("/health", { headers: { "x-request-id": id } });
+    expect(res.headers.get("x-request-id")).toBe(id);
+  });
+
+  it("replaces an incoming id of 129 characters", async () => {
+    const res = await app.request("/health", { headers: { "x-request-id": "a".repeat(129) } });
+    expect(res.headers.get("x-request-id")).toMatch(UUID);
+  });
+
+  it("replaces an id carrying characters that could forge log lines", async () => {
+    const res = await app.request("/nowhere", { headers: { "x-request-id": "abc def\"}" } });
+    const id = res.headers.get("x-request-id");
+    expect(id).toMatch(UUID);
+    expect(((await res.json()) as { error: { requestId: string } }).error.requestId).toBe(id);
+  });
+
+  it("generates a fresh id per request when none is given", async () => {
+    const a = (await app.request("/health")).headers.get("x-request-id");
+    const b = (await app.request("/health")).headers.get("x-request-id");
+    expect(a).toMatch(UUID);
+    expect(b).toMatch(UUID);
+    expect(a).not.toBe(b);
+  });
+});
+
+describe("request bodies", () => {
+  it("accepts a valid JSON body", async () => {
+    const res = await postJson("/items", JSON.stringify({ name: "abcde", count: 2 }));
+    expect(res.status).toBe(201);
+    expect(await res.json()).toEqual({ name: "abcde", count: 2 });
+  });
+
+  it("answers 400 VALIDATION_ERROR naming every failing field in details", async () => {
+    const res = await postJson("/items", JSON.stringify({ name: "abcdef", count: 1.5 }), { "x-request-id": "req-val" });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string; requestId: string; details: { path: string }[] } };
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.requestId).toBe("req-val");
+    expect(body.error.details.map((d) => d.path).sort()).toEqual(["count", "name"]);
+    expect(body.error.message).toContain("name");
+    expect(body.error.message).toContain("count");
+  });
+
+  it("names a missing required field", async () => {
+    const res = await postJson("/items", JSON.stringify({ name: "a" }));
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; details: { path: string; code: string }[] } };
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.details).toEqual([expect.objectContaining({ path: "count", code: "invalid_type" })]);
+  });
+
+  it("answers malformed JSON with 400 BAD_REQUEST in the envelope", async () => {
+    const res = await postJson("/items", '{"name": "ab', { "x-request-id": "req-malformed" });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; requestId: string; details: unknown } };
+    expect(body.error.code).toBe("BAD_REQUEST");
+    expect(body.error.requestId).toBe("req-malformed");
+    expect(body.error.details).toBeNull();
+  });
+
+  it("answers a body of another content type with 415 UNSUPPORTED_MEDIA_TYPE", async () => {
+    const res = await app.request("/items", { method: "POST", headers: { "content-type": "text/plain" }, body: "name=a" });
+    expect(res.status).toBe(415);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+  });
+
+  it("answers a body without any content type with 415", async () => {
+    const res = await app.request("/items", { method: "POST", body: new Uint8Array([123, 125]) });
+    expect(res.status).toBe(415);
+  });
+
+  it("accepts a +json media type with parameters", async () => {
+    const res = await app.request("/items", {
+      method: "POST",
+      headers: { "content-type": "application/merge-patch+json; charset=utf-8" },
+      body: JSON.stringify({ name: "a", count: 1 }),
+    });
+    expect(res.status).toBe(201);
+  });
+
+  it("answers a POST without any body as a validation error naming the required fields", async () => {
+    const res = await app.request("/items", { method: "POST" });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; details: { path: string }[] } };
+    expect(body.error.code).toBe("VALIDATION_ERROR");
+    expect(body.error.details.map((d) => d.path).sort()).toEqual(["count", "name"]);
+  });
+
+  it("accepts a body of exactly the limit", async () => {
+    const body = JSON.stringify({ name: "a", count: 1, pad: "" });
+    const exact = JSON.stringify({ name: "a", count: 1, pad: "x".repeat(LIMIT - body.length) });
+    expect(Buffer.byteLength(exact)).toBe(LIMIT);
+    const res = await postJson("/items", exact);
+    expect(res.status).toBe(201);
+  });
+
+  it("answers a body one byte over the limit with 413 PAYLOAD_TOO_LARGE", async () => {
+    const body = JSON.stringify({ name: "a", count: 1, pad: "" });
+    const over = JSON.stringify({ name: "a", count: 1, pad: "x".repeat(LIMIT - body.length + 1) });
+    expect(Buffer.byteLength(over)).toBe(LIMIT + 1);
+    const res = await postJson("/items", over, { "x-request-id": "req-big" });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({
+      error: { code: "PAYLOAD_TOO_LARGE", message: `Request body exceeds ${LIMIT} bytes`, requestId: "req-big", details: null },
+    });
+  });
+
+  it("defaults the body limit to 1 MiB", async () => {
+    const defaultApp = createServiceApp({ service: "kit-default", title: "t", logger: silentLogger() });
+    defaultApp.post("/echo", (c) => c.json({ ok: true }));
+    const send = (bytes: number) =>
+      defaultApp.request("/echo", { method: "POST", headers: { "content-type": "application/json" }, body: `"${"x".repeat(bytes - 2)}"` });
+    expect((await send(1024 * 1024)).status).toBe(200);
+    expect((await send(1024 * 1024 + 1)).status).toBe(413);
+  });
+});
+
+describe("unknown routes and unexpected failures", () => {
+  it("answers an unknown route with a 404 NOT_FOUND envelope", async () => {
+    const res = await app.request("/no/such/route", { headers: { "x-request-id": "req-404" } });
+    expect(res.status).toBe(404);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({
+      error: { code: "NOT_FOUND", message: "No route for GET /no/such/route", requestId: "req-404", details: null },
+    });
+  });
+
+  it("answers an unexpected Error with 500 INTERNAL and leaks neither its message nor its stack", async () => {
+    const res = await app.request("/boom", { headers: { "x-request-id": "req-500" } });
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual({ error: { code: "INTERNAL", message: "Internal error", requestId: "req-500", details: null } });
+    expect(text).not.toContain("hunter2");
+    expect(text).not.toContain("db.internal");
+    expect(text).not.toMatch(/at .*\.ts:\d+/);
+    expect(res.headers.get("x-request-id")).toBe("req-500");
+  });
+});
+
+describe("/health", () => {
+  it("answers 200 healthy when every check passes", async () => {
+    const healthy = buildApp([{ name: "database", check: async () => {} }]);
+    const res = await healthy.request("/health");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; checks: Record<string, { status: string }> };
+    expect(body.status).toBe("healthy");
+    expect(body.checks.database?.status).toBe("ok");
+  });
+
+  it("answers 503 degraded naming the failing check", async () => {
+    const degraded = buildApp([
+      { name: "database", check: async () => {} },
+      {
+        name: "iam",
+        check: async () => {
+          throw new Error("connect ECONNREFUSED");
+        },
+      },
+    ]);
+    const res = await degraded.request("/health");
+    expect(res.status).toBe(503);
+    const body = (await res.json()) as { status: string; checks: Record<string, { status: string; error?: string }> };
+    expect(body.status).toBe("degraded");
+    expect(body.checks.database?.status).toBe("ok");
+    expect(body.checks.iam).toMatchObject({ status: "fail", error: "connect ECONNREFUSED" });
+  });
+});
+
+describe("/metrics", () => {
+  it("serves Prometheus text labelled by route pattern, never by raw path", async () => {
+    const local = buildApp();
+    await local.request("/items/item-42");
+    await local.request("/items/item-43");
+    await local.request("/no/such/route");
+    const res = await local.request("/metrics");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = await res.text();
+    expect(text).toContain("# TYPE http_requests_total counter");
+    expect(text).toMatch(/http_requests_total\{(?=[^}]*method="GET")(?=[^}]*route="\/items\/:itemId")(?=[^}]*status="200")(?=[^}]*service="kit-test")[^}]*\} 2/);
+    expect(text).toMatch(/http_requests_total\{(?=[^}]*route="\(unmatched\)")(?=[^}]*status="404")[^}]*\} 1/);
+    expect(text).toContain("http_request_duration_seconds_bucket");
+    expect(text).not.toContain("item-42");
+    expect(text).not.toContain("/no/such/route");
+  });
+});
+
+describe("API description", () => {
+  it("serves an OpenAPI 3.1 document listing the declared routes", async () => {
+    const res = await app.request("/openapi.json");
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { openapi: string; info: { title: string }; paths: Record<string, Record<string, unknown>> };
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.info.title).toBe("Kit test service");
+    expect(doc.paths["/items"]?.post).toBeDefined();
+    expect(doc.paths["/items/{itemId}"]?.get).toBeDefined();
+  });
+
+  it("serves /docs as an HTML page naming the routes", async () => {
+    const res = await app.request("/docs");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    const page = await res.text();
+    expect(page).toMatch(/^<!doctype html>/i);
+    expect(page).toContain("Kit test service");
+    expect(page).toContain("/items/{itemId}");
+  });
+});
+
+describe("over a real socket", () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    server = await listen(app, 0, "127.0.0.1");
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("binds a free port when given port 0 and reports its URL", () => {
+    expect(server.port).toBeGreaterThan(0);
+    expect(server.url).toBe(`http://127.0.0.1:${server.port}`);
+  });
+
+  it("answers a valid request end to end", async () => {
+    const res = await fetch(`${server.url}/items`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "ab", count: 1 }),
+    });
+    expect(res.status).toBe(201);
+  });
+
+  it("refuses a real oversized body with a content-length with 413 PAYLOAD_TOO_LARGE", async () => {
+    const res = await fetch(`${server.url}/items`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": "req-socket-big" },
+      body: JSON.stringify({ name: "a", count: 1, pad: "x".repeat(64 * LIMIT) }),
+    });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE", requestId: "req-socket-big", details: null } });
+  });
+
+  it("refuses a real oversized chunked body without a content-length with 413", async () => {
+    const chunk = new TextEncoder().encode("x".repeat(512));
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 8) return controller.close();
+        sent++;
+        controller.enqueue(chunk);
+      },
+    });
+    const res = await fetch(`${server.url}/items`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("PAYLOAD_TOO_LARGE");
+  });
+});
