@@ -75,9 +75,15 @@ export function createServiceApp(options: ServiceAppOptions) {
     const incoming = c.req.header("x-request-id");
     const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     c.set("requestId", id);
-    c.header("x-request-id", id);
     const started = performance.now();
     await next();
+    // set after the handler: a Response returned as-is (the auth library's) skips c.header()
+    try {
+      c.res.headers.set("x-request-id", id);
+    } catch {
+      c.res = new Response(c.res.body, c.res);
+      c.res.headers.set("x-request-id", id);
+    }
     const seconds = (performance.now() - started) / 1000;
     const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
     metrics.requests.inc({ method: c.req.method, route, status: String(c.res.status) });

@@ -1,0 +1,101 @@
+import type { Context } from "hono";
+import { getCookie } from "hono/cookie";
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { forbidden, requestIdOf, unauthenticated } from "@core/kit";
+import { bearerToken, callerOf, holds, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import type { AuditInput } from "./audit.js";
+
+export const SESSION_COOKIES = ["__Secure-better-auth.session_token", "better-auth.session_token"];
+
+/**
+ * The session token inside better-auth's session cookie (`token.signature`, HMAC-SHA256 with the
+ * auth secret, base64), or null when absent or not signed by us.
+ */
+export function sessionTokenFromCookie(c: Context, secret: string): string | null {
+  for (const name of SESSION_COOKIES) {
+    const value = getCookie(c, name);
+    if (!value) continue;
+    const dot = value.lastIndexOf(".");
+    if (dot <= 0) return null;
+    const token = value.slice(0, dot);
+    const given = Buffer.from(value.slice(dot + 1), "base64");
+    const expected = createHmac("sha256", secret).update(token).digest();
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+    return token;
+  }
+  return null;
+}
+
+export interface SessionCaller {
+  principal: Principal;
+  token: string;
+  via: "cookie" | "bearer";
+}
+
+export interface SessionOptions {
+  secret: string;
+  trustedOrigins: string[];
+  principals: { bySessionToken(token: string): Promise<Principal | null> };
+  /** org-setup accepts the session cookie only (spec §5.2) */
+  cookieOnly?: boolean;
+}
+
+/**
+ * The caller's IAM session, from the cookie or (unless cookie-only) a bearer token. A write made
+ * with a cookie must come from a trusted origin (CSRF); bearer tokens are not sent by browsers
+ * on their own, so they need no such check.
+ */
+export async function requireSession(c: Context, options: SessionOptions): Promise<SessionCaller> {
+  const cookieToken = sessionTokenFromCookie(c, options.secret);
+  const bearer = options.cookieOnly ? null : bearerToken(c);
+  const token = cookieToken ?? bearer;
+  if (!token) throw unauthenticated(options.cookieOnly ? "Sign in first: this route needs a session cookie" : "Sign in first");
+  const principal = await options.principals.bySessionToken(token);
+  if (!principal) throw unauthenticated("Your session is invalid or has expired");
+  const via = cookieToken ? "cookie" : "bearer";
+  if (via === "cookie" && !["GET", "HEAD", "OPTIONS"].includes(c.req.method)) requireTrustedOrigin(c, options.trustedOrigins);
+  return { principal, token, via };
+}
+
+export function requireTrustedOrigin(c: Context, trusted: string[]): void {
+  const origin = c.req.header("origin") ?? originOf(c.req.header("referer"));
+  if (!origin || origin === "null" || !trusted.includes(origin)) {
+    throw forbidden("Cross-origin request refused: this write needs an Origin header from a trusted origin");
+  }
+}
+
+function originOf(url: string | undefined): string | undefined {
+  if (!url) return undefined;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A person (session or API key) or a service; 401 without a credential. */
+export async function requireCaller(c: Context, resolvers: CredentialResolvers, options: SessionOptions): Promise<Caller> {
+  // IAM also accepts its own session cookie wherever it accepts a bearer session
+  const cookieToken = sessionTokenFromCookie(c, options.secret);
+  if (cookieToken && !c.req.header("authorization") && !c.req.header("x-api-key")) {
+    const session = await requireSession(c, options);
+    return { kind: "principal", principal: session.principal };
+  }
+  const caller = await callerOf(c, resolvers);
+  if (!caller) throw unauthenticated();
+  return caller;
+}
+
+/** Services pass; principals need `permission` within the organization (operators everywhere). */
+export function requirePermission(caller: Caller, permission: string, scope: { orgId?: string | null; platformId?: string | null } = {}): void {
+  if (caller.kind === "service") return;
+  if (!holds(caller.principal, permission, scope)) throw forbidden(`You need the ${permission} permission here`);
+}
+
+/** Who did it, for the audit log. */
+export function actorOf(c: Context, caller: Caller | null): Pick<AuditInput, "actorType" | "actorId" | "ip" | "userAgent" | "requestId"> {
+  const base = { ip: (c.get("clientIp" as never) as string | undefined) ?? null, userAgent: c.req.header("user-agent") ?? null, requestId: requestIdOf(c) };
+  if (!caller) return { ...base, actorType: "anonymous", actorId: null };
+  if (caller.kind === "service") return { ...base, actorType: "service", actorId: caller.serviceId };
+  return { ...base, actorType: caller.principal.type, actorId: caller.principal.userId };
+}

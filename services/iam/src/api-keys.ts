@@ -1,0 +1,49 @@
+import { createHash } from "node:crypto";
+import { TtlCache, type Principal } from "@core/service-auth";
+import type { Auth } from "./auth.js";
+import type { PrincipalResolver } from "./principals.js";
+
+export type ApiKeyCheck =
+  | { valid: true; principal: Principal }
+  | { valid: false; code: string };
+
+/**
+ * API keys → principals. better-auth's plugin verifies the key against its stored hash; the key's
+ * owner acts in the organization named in the key's metadata (`orgId`), else in their first
+ * organization, with that membership's permissions. Answers are cached briefly under the key's
+ * digest, never the key itself.
+ */
+export class ApiKeyResolver {
+  private readonly cache = new TtlCache<ApiKeyCheck>(20_000);
+
+  constructor(
+    private readonly auth: Auth,
+    private readonly principals: PrincipalResolver,
+    private readonly initialOrganization: (userId: string) => Promise<string | null>,
+  ) {}
+
+  async check(key: string): Promise<ApiKeyCheck> {
+    const digest = createHash("sha256").update(key).digest("base64url");
+    const hit = this.cache.get(digest);
+    if (hit) return hit;
+    const result = await this.verify(key);
+    this.cache.set(digest, result, result.valid ? 5_000 : 1_000);
+    return result;
+  }
+
+  private async verify(key: string): Promise<ApiKeyCheck> {
+    if (key.length > 512) return { valid: false, code: "INVALID_API_KEY" };
+    const verdict = await this.auth.api.verifyApiKey({ body: { key } });
+    if (!verdict.valid || !verdict.key) return { valid: false, code: verdict.error?.code ?? "INVALID_API_KEY" };
+    const metadata = (verdict.key.metadata ?? {}) as { orgId?: unknown };
+    const userId = verdict.key.referenceId;
+    const orgId = typeof metadata.orgId === "string" ? metadata.orgId : await this.initialOrganization(userId);
+    const expiresAt = verdict.key.expiresAt ? new Date(verdict.key.expiresAt).toISOString() : null;
+    const principal = await this.principals.forUser(userId, orgId, { apiKeyId: verdict.key.id, expiresAt });
+    return principal ? { valid: true, principal } : { valid: false, code: "INVALID_API_KEY" };
+  }
+
+  forget(): void {
+    this.cache.clear();
+  }
+}

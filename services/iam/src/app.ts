@@ -1,0 +1,179 @@
+import { getConnInfo } from "@hono/node-server/conninfo";
+import { eq, sql } from "drizzle-orm";
+import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import type { CredentialResolvers } from "@core/service-auth";
+import type { Db } from "@core/storage";
+import { AuditLog } from "./audit.js";
+import { CLIENT_IP_HEADER, createAuth, type Auth } from "./auth.js";
+import type { IamConfig } from "./config.js";
+import { createMailer, type Mailer } from "./mailer.js";
+import { PrincipalResolver } from "./principals.js";
+import { RateLimiter } from "./rate-limiter.js";
+import { RegistryClient } from "./registry-client.js";
+import { ServiceTokens } from "./service-tokens.js";
+import { ApiKeyResolver } from "./api-keys.js";
+import { member, organization } from "./db/schema.js";
+import { auditRoutes } from "./routes/audit.js";
+import { grantRoutes } from "./routes/grants.js";
+import { invitationRoutes } from "./routes/invitations.js";
+import { orgSetupRoutes } from "./routes/org-setup.js";
+import { organizationRoutes } from "./routes/organizations.js";
+import { platformStatusRoutes } from "./routes/platform-status.js";
+import { profileRoutes } from "./routes/profile.js";
+import { roleRoutes } from "./routes/roles.js";
+import { serviceRoutes } from "./routes/service-auth.js";
+import { sessionRoutes } from "./routes/sessions.js";
+
+export interface IamDeps {
+  db: Db;
+  logger: Logger;
+  config: IamConfig;
+  /** service id → secret (DESIGN §4) */
+  serviceCredentials: Map<string, string>;
+  clock?: Clock;
+  mailer?: Mailer;
+  /** fetch used for calls to the platform registry (tests point it at a failing registry) */
+  fetch?: typeof fetch;
+  healthChecks?: HealthCheck[];
+}
+
+/** Everything IAM's route modules share. */
+export interface IamContext {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  config: IamConfig;
+  auth: Auth;
+  audit: AuditLog;
+  principals: PrincipalResolver;
+  apiKeys: ApiKeyResolver;
+  /** drops cached principals everywhere in this process: after revocations and permission changes */
+  forgetPrincipals: () => void;
+  serviceTokens: ServiceTokens;
+  registry: RegistryClient;
+  rateLimiter: RateLimiter;
+  credentials: CredentialResolvers;
+  mailer: Mailer;
+  session: { secret: string; trustedOrigins: string[]; principals: PrincipalResolver };
+}
+
+/** The organization a new session starts in: the user's operator organization, else the oldest. */
+async function initialOrganization(db: Db, userId: string): Promise<string | null> {
+  const [row] = await db
+    .select({ id: organization.id })
+    .from(member)
+    .innerJoin(organization, eq(organization.id, member.organizationId))
+    .where(eq(member.userId, userId))
+    .orderBy(sql`${organization.orgType} = 'core-operator' desc`, member.createdAt)
+    .limit(1);
+  return row?.id ?? null;
+}
+
+/** IAM's HTTP app (spec §4.2, §4.3; DESIGN §4). */
+export function createApp(deps: IamDeps) {
+  const clock = deps.clock ?? systemClock;
+  const { db, config, logger } = deps;
+  const mailer = deps.mailer ?? createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, outboxDir: config.outboxDir, logger });
+  const audit = new AuditLog(db, clock, logger);
+  const principals = new PrincipalResolver(db, clock);
+  const forgetPrincipals = () => {
+    principals.forget();
+    apiKeys.forget();
+  };
+  const auth = createAuth({
+    db,
+    config,
+    mailer,
+    audit,
+    onPrincipalsChanged: forgetPrincipals,
+  });
+  const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId));
+  const serviceTokens = new ServiceTokens(auth, config.iamUrl, deps.serviceCredentials, clock);
+  const credentials: CredentialResolvers = {
+    session: (token) => principals.bySessionToken(token),
+    apiKey: async (key) => {
+      const check = await apiKeys.check(key);
+      return check.valid ? check.principal : null;
+    },
+    serviceToken: (jwt) => serviceTokens.verify(jwt),
+  };
+  const ctx: IamContext = {
+    db,
+    clock,
+    logger,
+    config,
+    auth,
+    audit,
+    principals,
+    apiKeys,
+    forgetPrincipals,
+    serviceTokens,
+    registry: new RegistryClient(config.registryUrl, serviceTokens, deps.fetch),
+    rateLimiter: new RateLimiter(db, clock),
+    credentials,
+    mailer,
+    session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
+  };
+
+  const app = createServiceApp({
+    service: "iam",
+    title: "Core IAM",
+    description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
+    logger,
+    healthChecks: deps.healthChecks ?? [],
+    ownsBody: (path) => path.startsWith("/api/auth/") && path !== "/api/auth/profile",
+  });
+
+  // the client address, from the socket (or the proxy's X-Forwarded-For when CORE_TRUST_PROXY=1);
+  // a client-sent copy of our header is never believed
+  app.use(async (c, next) => {
+    c.req.raw.headers.delete?.(CLIENT_IP_HEADER);
+    let ip = "127.0.0.1";
+    try {
+      ip = getConnInfo(c).remote.address ?? ip;
+    } catch {
+      // in-process requests (tests) have no socket
+    }
+    if (process.env.CORE_TRUST_PROXY === "1") ip = c.req.header("x-forwarded-for")?.split(",")[0]?.trim() || ip;
+    c.set("clientIp" as never, ip as never);
+    await next();
+  });
+
+  sessionRoutes(app, ctx);
+  serviceRoutes(app, ctx);
+  orgSetupRoutes(app, ctx);
+  organizationRoutes(app, ctx);
+  roleRoutes(app, ctx);
+  grantRoutes(app, ctx);
+  invitationRoutes(app, ctx);
+  platformStatusRoutes(app, ctx);
+  auditRoutes(app, ctx);
+  profileRoutes(app, ctx);
+
+  // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
+  app.on(["GET", "POST"], "/api/auth/*", async (c) => {
+    const headers = new Headers(c.req.raw.headers);
+    headers.set(CLIENT_IP_HEADER, c.get("clientIp" as never) as string);
+    const response = await auth.handler(new Request(c.req.raw, { headers }));
+    if (response.status === 429) {
+      const retryAfter = response.headers.get("x-retry-after") ?? "60";
+      const limited = new Response(response.body, response);
+      limited.headers.set("retry-after", retryAfter);
+      await audit.record({
+        action: "auth.rate_limited",
+        outcome: "failure",
+        actorType: "anonymous",
+        ip: c.get("clientIp" as never) as string,
+        userAgent: c.req.header("user-agent") ?? null,
+        requestId: c.get("requestId"),
+        metadata: { path: c.req.path },
+      });
+      return limited;
+    }
+    return response;
+  });
+
+  return Object.assign(app, { ctx });
+}
+
+export type IamApp = ReturnType<typeof createApp>;

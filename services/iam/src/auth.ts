@@ -1,0 +1,185 @@
+import { apiKey } from "@better-auth/api-key";
+import { betterAuth } from "better-auth";
+import { drizzleAdapter } from "better-auth/adapters/drizzle";
+import { createAuthMiddleware, isAPIError } from "better-auth/api";
+import { bearer, jwt, magicLink, organization } from "better-auth/plugins";
+import type { Db } from "@core/storage";
+import type { AuditInput, AuditLog } from "./audit.js";
+import * as schema from "./db/schema.js";
+import type { Mailer } from "./mailer.js";
+import type { IamConfig } from "./config.js";
+
+/** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
+export const CLIENT_IP_HEADER = "x-core-client-ip";
+
+export interface AuthDeps {
+  db: Db;
+  config: IamConfig;
+  mailer: Mailer;
+  audit: AuditLog;
+  /** called after anything that may change a session or a principal (sign-out, org changes) */
+  onPrincipalsChanged: () => void;
+}
+
+/** Library paths whose outcome goes to the audit log, with the action they stand for. */
+const AUDITED: Record<string, AuditInput["action"]> = {
+  "/sign-in/email": "auth.sign_in",
+  "/sign-up/email": "auth.sign_up",
+  "/sign-out": "auth.sign_out",
+  "/sign-in/magic-link": "auth.magic_link.request",
+  "/magic-link/verify": "auth.magic_link.verify",
+  "/revoke-session": "session.revoke",
+  "/revoke-sessions": "session.revoke",
+  "/revoke-other-sessions": "session.revoke",
+  "/api-key/create": "apikey.create",
+  "/api-key/delete": "apikey.delete",
+};
+
+/**
+ * better-auth, configured per issue 2 and DESIGN §4: email/password, magic link (tokens stored
+ * hashed), organizations (owner/admin/member, org types), API keys (hashed, no per-key daily cap),
+ * bearer sessions and a JWKS (EdDSA) for service tokens. The library's rate limiter is on in every
+ * mode and counts in the database so limits hold across replicas.
+ */
+export function createAuth(deps: AuthDeps) {
+  const { config } = deps;
+  return betterAuth({
+    appName: "Core",
+    baseURL: config.iamUrl,
+    basePath: "/api/auth",
+    secret: config.authSecret,
+    trustedOrigins: config.trustedOrigins,
+    telemetry: { enabled: false },
+    database: drizzleAdapter(deps.db, {
+      provider: "pg",
+      transaction: true,
+      schema: {
+        user: schema.user,
+        session: schema.session,
+        account: schema.account,
+        verification: schema.verification,
+        organization: schema.organization,
+        member: schema.member,
+        invitation: schema.invitation,
+        apikey: schema.apikey,
+        jwks: schema.jwks,
+        rateLimit: schema.rateLimit,
+      },
+    }),
+    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 128, autoSignIn: true },
+    session: { expiresIn: config.sessionSeconds },
+    rateLimit: {
+      enabled: config.rateLimits.enabled,
+      storage: "database",
+      window: 60,
+      max: 300,
+      customRules: {
+        "/sign-in/email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        "/sign-up/email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signUp },
+        "/sign-in/magic-link": { window: config.rateLimits.windowSeconds, max: config.rateLimits.magicLink },
+        "/magic-link/verify": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+      },
+    },
+    // the token route of the jwt plugin signs whole user records; services use service tokens instead
+    disabledPaths: ["/token"],
+    advanced: {
+      useSecureCookies: config.secureCookies,
+      defaultCookieAttributes: { httpOnly: true, sameSite: "lax" },
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
+      // origin checks stay on in every environment, tests included
+      disableOriginCheck: false,
+    },
+    hooks: {
+      after: createAuthMiddleware(async (ctx) => {
+        if (/^\/(organization|revoke|api-key)\b/.test(ctx.path) || ctx.path === "/sign-out") {
+          deps.onPrincipalsChanged();
+        }
+        const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
+        if (!action) return;
+        const returned = ctx.context.returned;
+        // redirects (magic-link verify) are thrown as 302 APIErrors: those are successes
+        const failed = isAPIError(returned) && Number(returned.statusCode) >= 400;
+        const newSession = ctx.context.newSession;
+        const session = ctx.context.session as { user?: { id: string } } | null;
+        const headers = ctx.headers ?? ctx.request?.headers;
+        const body = (ctx.body ?? {}) as Record<string, unknown>;
+        await deps.audit.record({
+          action,
+          outcome: failed ? "failure" : "success",
+          actorType: newSession || session?.user ? "user" : "anonymous",
+          actorId: newSession?.user.id ?? session?.user?.id ?? null,
+          targetType: typeof body.email === "string" ? "email" : null,
+          targetId: typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null,
+          ip: headers?.get(CLIENT_IP_HEADER) ?? null,
+          userAgent: headers?.get("user-agent") ?? null,
+          metadata: {
+            path: ctx.path,
+            ...(failed ? { code: (returned as { body?: { code?: string } }).body?.code ?? null, status: Number(returned.statusCode) } : {}),
+          },
+        });
+      }),
+    },
+    plugins: [
+      bearer(),
+      magicLink({
+        storeToken: "hashed",
+        expiresIn: 600,
+        disableSignUp: false,
+        sendMagicLink: async ({ email, url }) => {
+          await deps.mailer.send({
+            to: email,
+            subject: "Your Core sign-in link",
+            text: `Sign in to Core by opening this link within 10 minutes:\n\n${url}\n\nIf you did not ask for it, ignore this message.`,
+          });
+        },
+      }),
+      organization({
+        // organizations come from org-setup, bootstrap and the operators' route, never bare
+        allowUserToCreateOrganization: false,
+        // deleting an organization would orphan its platform; org-setup's rollback deletes directly
+        disableOrganizationDeletion: true,
+        creatorRole: "owner",
+        invitationExpiresIn: config.invitationSeconds,
+        sendInvitationEmail: async (data) => {
+          await deps.mailer.send(invitationMail(config.iamUrl, data.email, data.organization.name, data.id));
+        },
+        schema: {
+          organization: {
+            additionalFields: {
+              orgType: { type: "string", required: false, input: false, defaultValue: "tenant" },
+              platformId: { type: "string", required: false, input: false },
+            },
+          },
+        },
+      }),
+      apiKey({
+        defaultPrefix: "core_",
+        enableMetadata: true,
+        // the plugin's default caps every key at 10 verifications a day; our limits live elsewhere
+        rateLimit: { enabled: false },
+      }),
+      jwt({
+        jwks: {
+          keyPairConfig: { alg: "EdDSA", crv: "Ed25519" },
+          rotationInterval: 60 * 60 * 24 * 30,
+          gracePeriod: 60 * 60 * 24 * 7,
+        },
+        jwt: { issuer: config.iamUrl, audience: "iam", expirationTime: "5m" },
+        disableSettingJwtHeader: true,
+      }),
+    ],
+  });
+}
+
+export type Auth = ReturnType<typeof createAuth>;
+
+export function invitationMail(iamUrl: string, email: string, orgName: string, invitationId: string) {
+  return {
+    to: email,
+    subject: `You are invited to ${orgName} on Core`,
+    text:
+      `You have been invited to join ${orgName} on Core.\n\n` +
+      `Sign in (or sign up with this address) at ${iamUrl}, then accept the invitation ${invitationId}:\n` +
+      `  POST ${iamUrl}/api/auth/organization/accept-invitation  {"invitationId":"${invitationId}"}\n`,
+  };
+}

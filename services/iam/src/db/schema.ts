@@ -1,0 +1,259 @@
+import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+
+/**
+ * IAM's tables, in its own Postgres schema (DESIGN §2). The first group holds better-auth's models
+ * (core, organization, API key, JWT and rate-limit), written from its documented schema: the
+ * drizzle adapter finds tables by the export name and columns by property name. The second group
+ * is ours: role mappings, grants, platform status, audit and rate-limit windows.
+ */
+export const iam = pgSchema("iam");
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
+
+// ── better-auth models ──────────────────────────────────────────────────────────────────────────
+
+export const user = iam.table("user", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  email: text("email").notNull().unique(),
+  emailVerified: boolean("email_verified").default(false).notNull(),
+  image: text("image"),
+  createdAt: ts("created_at").defaultNow().notNull(),
+  updatedAt: ts("updated_at").defaultNow().notNull(),
+});
+
+export const session = iam.table(
+  "session",
+  {
+    id: text("id").primaryKey(),
+    expiresAt: ts("expires_at").notNull(),
+    // the hot path of every request resolves a session by this column (unique → indexed)
+    token: text("token").notNull().unique(),
+    createdAt: ts("created_at").defaultNow().notNull(),
+    updatedAt: ts("updated_at").defaultNow().notNull(),
+    ipAddress: text("ip_address"),
+    userAgent: text("user_agent"),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    activeOrganizationId: text("active_organization_id"),
+  },
+  (t) => [index("session_user_id_idx").on(t.userId)],
+);
+
+export const account = iam.table(
+  "account",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    providerId: text("provider_id").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    accessToken: text("access_token"),
+    refreshToken: text("refresh_token"),
+    idToken: text("id_token"),
+    accessTokenExpiresAt: ts("access_token_expires_at"),
+    refreshTokenExpiresAt: ts("refresh_token_expires_at"),
+    scope: text("scope"),
+    password: text("password"),
+    createdAt: ts("created_at").defaultNow().notNull(),
+    updatedAt: ts("updated_at").defaultNow().notNull(),
+  },
+  (t) => [index("account_user_id_idx").on(t.userId)],
+);
+
+export const verification = iam.table(
+  "verification",
+  {
+    id: text("id").primaryKey(),
+    identifier: text("identifier").notNull(),
+    value: text("value").notNull(),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: ts("created_at").defaultNow().notNull(),
+    updatedAt: ts("updated_at").defaultNow().notNull(),
+  },
+  (t) => [index("verification_identifier_idx").on(t.identifier)],
+);
+
+export const organization = iam.table("organization", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  // unique: of two concurrent set-ups with one slug exactly one wins
+  slug: text("slug").notNull().unique(),
+  logo: text("logo"),
+  createdAt: ts("created_at").notNull(),
+  metadata: text("metadata"),
+  orgType: text("org_type", { enum: ["core-operator", "tenant"] }).notNull().default("tenant"),
+  platformId: text("platform_id").unique(),
+});
+
+export const member = iam.table(
+  "member",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organization.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    role: text("role").default("member").notNull(),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [index("member_organization_id_idx").on(t.organizationId), index("member_user_id_idx").on(t.userId)],
+);
+
+export const invitation = iam.table(
+  "invitation",
+  {
+    id: text("id").primaryKey(),
+    organizationId: text("organization_id")
+      .notNull()
+      .references(() => organization.id, { onDelete: "cascade" }),
+    email: text("email").notNull(),
+    role: text("role"),
+    status: text("status").default("pending").notNull(),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: ts("created_at").defaultNow().notNull(),
+    inviterId: text("inviter_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+  },
+  (t) => [
+    index("invitation_organization_id_idx").on(t.organizationId, t.createdAt, t.id),
+    index("invitation_email_idx").on(t.email),
+  ],
+);
+
+export const apikey = iam.table(
+  "apikey",
+  {
+    id: text("id").primaryKey(),
+    configId: text("config_id").default("default").notNull(),
+    name: text("name"),
+    start: text("start"),
+    referenceId: text("reference_id").notNull(),
+    prefix: text("prefix"),
+    // SHA-256 of the key: the raw key is shown once and never stored
+    key: text("key").notNull(),
+    refillInterval: integer("refill_interval"),
+    refillAmount: integer("refill_amount"),
+    lastRefillAt: ts("last_refill_at"),
+    enabled: boolean("enabled").default(true),
+    rateLimitEnabled: boolean("rate_limit_enabled").default(true),
+    rateLimitTimeWindow: integer("rate_limit_time_window").default(86400000),
+    rateLimitMax: integer("rate_limit_max").default(10),
+    requestCount: integer("request_count").default(0),
+    remaining: integer("remaining"),
+    lastRequest: ts("last_request"),
+    expiresAt: ts("expires_at"),
+    createdAt: ts("created_at").notNull(),
+    updatedAt: ts("updated_at").notNull(),
+    permissions: text("permissions"),
+    metadata: text("metadata"),
+  },
+  (t) => [
+    index("apikey_config_id_idx").on(t.configId),
+    index("apikey_reference_id_idx").on(t.referenceId),
+    index("apikey_key_idx").on(t.key),
+  ],
+);
+
+export const jwks = iam.table("jwks", {
+  id: text("id").primaryKey(),
+  publicKey: text("public_key").notNull(),
+  privateKey: text("private_key").notNull(),
+  createdAt: ts("created_at").notNull(),
+  expiresAt: ts("expires_at"),
+  alg: text("alg"),
+  crv: text("crv"),
+});
+
+export const rateLimit = iam.table("rate_limit", {
+  id: text("id").primaryKey(),
+  key: text("key").notNull().unique(),
+  count: integer("count").notNull(),
+  lastRequest: bigint("last_request", { mode: "number" }).notNull(),
+});
+
+// ── ours ────────────────────────────────────────────────────────────────────────────────────────
+
+/** Per-organization overrides of a role's permissions (spec §4.3 `/api/core/roles`). */
+export const roleMappings = iam.table(
+  "role_mappings",
+  {
+    orgId: text("org_id")
+      .notNull()
+      .references(() => organization.id, { onDelete: "cascade" }),
+    role: text("role").notNull(),
+    permissions: jsonb("permissions").$type<string[]>().notNull(),
+    updatedAt: ts("updated_at").notNull(),
+    updatedBy: text("updated_by"),
+  },
+  (t) => [primaryKey({ columns: [t.orgId, t.role] })],
+);
+
+/** Per-user grants (granted = true) and denials (false), optionally expiring (Unix seconds). */
+export const grants = iam.table(
+  "grants",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    orgId: text("org_id")
+      .notNull()
+      .references(() => organization.id, { onDelete: "cascade" }),
+    permission: text("permission").notNull(),
+    granted: boolean("granted").notNull(),
+    grantedBy: text("granted_by").notNull(),
+    expiresAt: bigint("expires_at", { mode: "number" }),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [index("grants_org_user_idx").on(t.orgId, t.userId)],
+);
+
+/** Suspension state of each platform, as set through `/internal/platform-status`. */
+export const platformStatus = iam.table("platform_status", {
+  platformId: text("platform_id").primaryKey(),
+  status: text("status", { enum: ["active", "suspended"] }).notNull(),
+  updatedAt: ts("updated_at").notNull(),
+  updatedBy: text("updated_by"),
+});
+
+/** The audit log of authentication and authorization events (DESIGN §4). */
+export const auditEvents = iam.table(
+  "audit_events",
+  {
+    id: text("id").primaryKey(),
+    at: bigint("at", { mode: "number" }).notNull(),
+    action: text("action").notNull(),
+    outcome: text("outcome", { enum: ["success", "failure"] }).notNull(),
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    orgId: text("org_id"),
+    targetType: text("target_type"),
+    targetId: text("target_id"),
+    ip: text("ip"),
+    userAgent: text("user_agent"),
+    requestId: text("request_id"),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>(),
+  },
+  (t) => [
+    index("audit_events_page_idx").on(t.at, t.id),
+    index("audit_events_org_idx").on(t.orgId, t.at),
+    index("audit_events_actor_idx").on(t.actorId, t.at),
+  ],
+);
+
+/** Fixed-window counters of our own rate limits (API key validation), shared by replicas. */
+export const rateWindows = iam.table(
+  "rate_windows",
+  {
+    key: text("key").notNull(),
+    windowStart: bigint("window_start", { mode: "number" }).notNull(),
+    count: integer("count").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.key, t.windowStart] })],
+);

@@ -1,0 +1,46 @@
+import { ApiError, conflict, notFound, upstreamUnavailable } from "@core/kit";
+import type { ServiceTokenSource } from "@core/service-auth";
+
+export interface PlatformRecord {
+  id: string;
+  name: string;
+  slug: string;
+  status: "active" | "suspended";
+  tier: string;
+}
+
+/** IAM's calls to the platform registry's HTTP API, with service tokens (DESIGN §1, §7). */
+export class RegistryClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly tokens: ServiceTokenSource,
+    private readonly doFetch: typeof fetch = fetch,
+  ) {}
+
+  createPlatform(input: { name: string; slug: string; tier: string }): Promise<PlatformRecord> {
+    return this.call("POST", "/platforms", input);
+  }
+
+  setStatus(platformId: string, status: "active" | "suspended"): Promise<PlatformRecord> {
+    return this.call("PATCH", `/platforms/${encodeURIComponent(platformId)}`, { status });
+  }
+
+  private async call(method: string, path: string, body: object): Promise<PlatformRecord> {
+    let response: Response;
+    try {
+      response = await this.doFetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000),
+      });
+    } catch {
+      throw upstreamUnavailable("The platform registry is unreachable");
+    }
+    if (response.ok) return (await response.json()) as PlatformRecord;
+    const answer = (await response.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
+    if (response.status === 409) throw conflict(answer?.error?.code ?? "CONFLICT", answer?.error?.message ?? "Conflict in the platform registry");
+    if (response.status === 404) throw notFound(answer?.error?.message ?? "No such platform");
+    throw new ApiError(502, "UPSTREAM_UNAVAILABLE", `The platform registry answered ${response.status}`);
+  }
+}

@@ -1,0 +1,14 @@
+import { z } from "@hono/zod-openapi";
+
+/** Organization name and slug limits (spec §8). */
+export const OrgName = z.string().min(1).max(100);
+export const OrgSlug = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[a-z0-9-]+$/, "Use lowercase letters, digits and hyphens only");
+
+/** Identifiers in paths and bodies: min1 per spec, bounded so junk never reaches the database. */
+export const Id = z.string().min(1).max(128);
+
+export const pathParam = (name: string) => Id.openapi({ param: { name, in: "path" } });

@@ -1,0 +1,90 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { ApiError, errorResponses, forbidden, jsonBody, jsonContent, security, SERVICES, unauthenticated, type ServiceApp } from "@core/kit";
+import { callerOf, PrincipalSchema } from "@core/service-auth";
+import { actorOf } from "../access.js";
+import type { IamContext } from "../app.js";
+import { SERVICE_TOKEN_SECONDS } from "../service-tokens.js";
+
+const ServiceName = z.string().min(1).max(64);
+
+const ServiceTokenInput = z.object({ serviceId: ServiceName, targetService: ServiceName }).openapi("ServiceTokenInput");
+const ServiceTokenAnswer = z
+  .object({ token: z.string(), tokenType: z.literal("Bearer"), expiresIn: z.number().int() })
+  .openapi("ServiceToken");
+
+const ApiKeyInput = z.object({ key: z.string().min(1).max(512) }).openapi("ApiKeyValidateInput");
+const ApiKeyAnswer = z
+  .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
+  .openapi("ApiKeyValidateAnswer");
+
+function basicCredentials(header: string | undefined): { id: string; secret: string } | null {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? "");
+  if (!match) return null;
+  const decoded = Buffer.from(match[1]!, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon <= 0) return null;
+  return { id: decoded.slice(0, colon), secret: decoded.slice(colon + 1) };
+}
+
+/** Service tokens and API key validation (spec §4.3, §5.3-5.4; DESIGN §4). */
+export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/api/core/service-token",
+      summary: "Issue a short-lived (5 minute) service-to-service JWT; the caller authenticates with Basic serviceId:secret",
+      security: security.basic,
+      request: { body: jsonBody(ServiceTokenInput) },
+      responses: { 200: jsonContent(ServiceTokenAnswer, "The service token"), ...errorResponses(400, 401, 403) },
+    }),
+    async (c) => {
+      const { serviceId, targetService } = c.req.valid("json");
+      const basic = basicCredentials(c.req.header("authorization"));
+      const audit = { action: "service_token.issue" as const, ...actorOf(c, null), targetType: "service", targetId: targetService };
+      if (!basic || !ctx.serviceTokens.authenticate(basic.id, basic.secret)) {
+        await ctx.audit.record({ ...audit, outcome: "failure", actorId: basic?.id ?? null, metadata: { reason: "bad credentials" } });
+        throw new ApiError(401, "UNAUTHENTICATED", "Authenticate with Basic base64(serviceId:secret)", null, {
+          "www-authenticate": 'Basic realm="core-services"',
+        });
+      }
+      if (basic.id !== serviceId) {
+        await ctx.audit.record({ ...audit, outcome: "failure", actorType: "service", actorId: basic.id, metadata: { reason: "serviceId mismatch" } });
+        throw forbidden("A service may only ask for tokens in its own name");
+      }
+      if (!(targetService in SERVICES) && !ctx.serviceTokens.isKnownService(targetService)) {
+        throw new ApiError(400, "BAD_REQUEST", `Unknown target service "${targetService}"`, { path: "targetService" });
+      }
+      const token = await ctx.serviceTokens.issue(serviceId, targetService);
+      await ctx.audit.record({ ...audit, outcome: "success", actorType: "service", actorId: serviceId });
+      return c.json({ token, tokenType: "Bearer" as const, expiresIn: SERVICE_TOKEN_SECONDS }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/api/core/apikey/validate",
+      summary: "Validate a raw API key (services, with a service token); failed attempts are rate limited per caller",
+      security: security.bearer,
+      request: { body: jsonBody(ApiKeyInput) },
+      responses: { 200: jsonContent(ApiKeyAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401, 429) },
+    }),
+    async (c) => {
+      const caller = await callerOf(c, ctx.credentials);
+      if (caller?.kind !== "service") throw unauthenticated("This route is for services: present a service token");
+      const limits = ctx.config.rateLimits;
+      const failures = `apikey-failures:${caller.serviceId}`;
+      if (limits.enabled) await ctx.rateLimiter.check(failures, limits.apiKeyFailures, limits.windowSeconds);
+      const check = await ctx.apiKeys.check(c.req.valid("json").key);
+      if (check.valid) return c.json({ valid: true as const, principal: check.principal }, 200);
+      if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
+      await ctx.audit.record({
+        action: "apikey.validate",
+        outcome: "failure",
+        ...actorOf(c, caller),
+        metadata: { code: check.code },
+      });
+      return c.json({ valid: false as const }, 200);
+    },
+  );
+}

@@ -1,0 +1,134 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { and, desc, eq, gt } from "drizzle-orm";
+import { errorResponses, jsonBody, jsonContent, notFound, security, unauthenticated, type ServiceApp } from "@core/kit";
+import { callerOf, PrincipalSchema } from "@core/service-auth";
+import { actorOf, requireSession } from "../access.js";
+import type { IamContext } from "../app.js";
+import { session, user } from "../db/schema.js";
+import { pathParam } from "./schemas.js";
+
+const ValidateInput = z.object({ token: z.string().min(1).max(512) }).openapi("ValidateSessionInput");
+const ValidateAnswer = z
+  .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
+  .openapi("ValidateSessionAnswer");
+
+const SessionItem = z
+  .object({
+    id: z.string(),
+    createdAt: z.string(),
+    expiresAt: z.string(),
+    ipAddress: z.string().nullable(),
+    userAgent: z.string().nullable(),
+    current: z.boolean(),
+  })
+  .openapi("SessionItem");
+
+/** Sessions (spec §4.2, DESIGN §4 service contracts). */
+export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/api/validate-session",
+      summary: "Service-to-service session validation: a session token → its principal (hot path)",
+      security: security.bearer,
+      request: { body: jsonBody(ValidateInput) },
+      responses: { 200: jsonContent(ValidateAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401) },
+    }),
+    async (c) => {
+      const caller = await callerOf(c, ctx.credentials);
+      if (caller?.kind !== "service") throw unauthenticated("This route is for services: present a service token");
+      const principal = await ctx.principals.bySessionToken(c.req.valid("json").token);
+      return c.json(principal ? { valid: true as const, principal } : { valid: false as const }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/api/core/session",
+      summary: "The caller's session with permissions, tenant context and effective role",
+      security: security.session,
+      responses: {
+        200: jsonContent(
+          z.object({
+            session: z.object({ id: z.string(), expiresAt: z.string() }),
+            user: z.object({ id: z.string(), email: z.string(), name: z.string(), image: z.string().nullable() }),
+            principal: PrincipalSchema,
+          }),
+          "The enriched session",
+        ),
+        ...errorResponses(401),
+      },
+    }),
+    async (c) => {
+      const { principal } = await requireSession(c, ctx.session);
+      const [row] = await ctx.db
+        .select({ id: user.id, email: user.email, name: user.name, image: user.image })
+        .from(user)
+        .where(eq(user.id, principal.userId));
+      if (!row) throw unauthenticated("Your session is invalid or has expired");
+      return c.json({ session: { id: principal.sessionId!, expiresAt: principal.expiresAt! }, user: row, principal }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/api/sessions",
+      summary: "The caller's active sessions",
+      security: security.session,
+      responses: { 200: jsonContent(z.object({ data: z.array(SessionItem) }), "Active sessions, newest first"), ...errorResponses(401) },
+    }),
+    async (c) => {
+      const { principal } = await requireSession(c, ctx.session);
+      const rows = await ctx.db
+        .select()
+        .from(session)
+        .where(and(eq(session.userId, principal.userId), gt(session.expiresAt, ctx.clock.now())))
+        .orderBy(desc(session.createdAt));
+      return c.json(
+        {
+          data: rows.map((s) => ({
+            id: s.id,
+            createdAt: s.createdAt.toISOString(),
+            expiresAt: s.expiresAt.toISOString(),
+            ipAddress: s.ipAddress,
+            userAgent: s.userAgent,
+            current: s.id === principal.sessionId,
+          })),
+        },
+        200,
+      );
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "delete",
+      path: "/api/sessions/{id}",
+      summary: "Revoke one of the caller's sessions; it stops working at once on IAM and within 5 s elsewhere",
+      security: security.session,
+      request: { params: z.object({ id: pathParam("id") }) },
+      responses: { 200: jsonContent(z.object({ id: z.string() }), "The revoked session's id"), ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => {
+      const { principal } = await requireSession(c, ctx.session);
+      const { id } = c.req.valid("param");
+      const deleted = await ctx.db
+        .delete(session)
+        .where(and(eq(session.id, id), eq(session.userId, principal.userId)))
+        .returning({ id: session.id });
+      if (deleted.length === 0) throw notFound("No such session of yours");
+      ctx.forgetPrincipals();
+      await ctx.audit.record({
+        action: "session.revoke",
+        outcome: "success",
+        ...actorOf(c, { kind: "principal", principal }),
+        orgId: principal.orgId,
+        targetType: "session",
+        targetId: id,
+      });
+      return c.json({ id }, 200);
+    },
+  );
+}
