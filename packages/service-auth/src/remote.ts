@@ -1,5 +1,5 @@
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from "jose";
-import { upstreamUnavailable } from "@core/kit";
+import { ApiError, systemClock, upstreamUnavailable, type Clock } from "@core/kit";
 import { PrincipalSchema, type Principal } from "./principal.js";
 import type { CredentialResolvers } from "./credentials.js";
 import { TtlCache } from "./ttl-cache.js";
@@ -7,8 +7,10 @@ import type { ServiceTokenSource } from "./service-token-client.js";
 
 export const POSITIVE_TTL_MS = 5_000;
 export const NEGATIVE_TTL_MS = 1_000;
-/** DESIGN §4: service tokens live at most 5 minutes; allow a little clock skew */
+/** DESIGN §4: service tokens live at most 5 minutes */
 export const MAX_SERVICE_TOKEN_SECONDS = 300;
+/** how far the clocks of IAM and this service may disagree when checking `iat` and `exp` */
+export const CLOCK_SKEW_SECONDS = 5;
 
 export interface RemoteResolverOptions {
   iamUrl: string;
@@ -18,6 +20,8 @@ export interface RemoteResolverOptions {
   fetch?: typeof fetch;
   /** key set override (tests); default: IAM's JWKS */
   keys?: JWTVerifyGetKey;
+  /** time for cache expiry and token lifetimes; default: the system clock */
+  clock?: Clock;
 }
 
 /**
@@ -28,8 +32,10 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   const doFetch = options.fetch ?? fetch;
   const iamUrl = options.iamUrl.replace(/\/+$/, "");
   const keys = options.keys ?? createRemoteJWKSet(new URL(`${iamUrl}/api/auth/jwks`), { cooldownDuration: 5_000 });
-  const sessions = new TtlCache<Principal | null>();
-  const apiKeys = new TtlCache<Principal | null>();
+  const clock = options.clock ?? systemClock;
+  const now = () => clock.now().getTime();
+  const sessions = new TtlCache<Principal | null>(10_000, now);
+  const apiKeys = new TtlCache<Principal | null>(10_000, now);
 
   async function askIam(path: string, body: object): Promise<Principal | null> {
     let response: Response;
@@ -44,8 +50,14 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
       throw upstreamUnavailable("IAM is unreachable");
     }
     if (response.status !== 200) throw upstreamUnavailable(`IAM answered ${response.status}`);
-    const answer = (await response.json()) as { valid: boolean; principal?: unknown };
-    return answer.valid ? PrincipalSchema.parse(answer.principal) : null;
+    try {
+      const answer = (await response.json()) as { valid?: unknown; principal?: unknown };
+      if (answer.valid === false) return null;
+      if (answer.valid === true) return PrincipalSchema.parse(answer.principal);
+    } catch {
+      // falls through: an answer outside the contract is IAM's failure, not ours (502, never 500)
+    }
+    throw new ApiError(502, "UPSTREAM_UNAVAILABLE", `IAM's answer to ${path} breaks its contract`);
   }
 
   async function cached(cache: TtlCache<Principal | null>, key: string, load: () => Promise<Principal | null>) {
@@ -59,7 +71,7 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   return {
     session: (token) => cached(sessions, token, () => askIam("/api/validate-session", { token })),
     apiKey: (key) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key })),
-    serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId),
+    serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
   };
 }
 
@@ -68,9 +80,19 @@ export async function verifyServiceToken(
   keys: JWTVerifyGetKey,
   issuer: string,
   audience: string,
+  currentDate: Date = new Date(),
 ): Promise<{ serviceId: string } | null> {
   try {
-    const { payload } = await jwtVerify(jwt, keys, { issuer, audience, algorithms: ["EdDSA"], requiredClaims: ["sub", "exp", "iat"] });
+    const { payload } = await jwtVerify(jwt, keys, {
+      issuer,
+      audience,
+      algorithms: ["EdDSA"],
+      requiredClaims: ["sub", "exp", "iat"],
+      currentDate,
+      clockTolerance: CLOCK_SKEW_SECONDS,
+      // refuses an `iat` in the future too: exp - iat alone would let a token dated ahead live for years
+      maxTokenAge: MAX_SERVICE_TOKEN_SECONDS,
+    });
     if (payload.exp! - payload.iat! > MAX_SERVICE_TOKEN_SECONDS) return null;
     if (payload.typ !== "service") return null;
     return { serviceId: payload.sub! };
