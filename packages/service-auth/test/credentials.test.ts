@@ -1,0 +1,129 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServiceApp, silentLogger } from "@core/kit";
+import {
+  callerOf,
+  remoteResolvers,
+  requireCaller,
+  ServiceTokenClient,
+  type CredentialResolvers,
+  type Principal,
+} from "@core/service-auth";
+import { deadUrl, principal, startFakeIam, type FakeIam } from "./support/fake-iam.js";
+
+const SERVICE = "platform-registry";
+
+/** A service on the kit whose one route answers who is calling. */
+function appWith(resolvers: CredentialResolvers) {
+  const app = createServiceApp({ service: SERVICE, title: "t", logger: silentLogger() });
+  app.get("/who", async (c) => c.json(await requireCaller(c, resolvers)));
+  app.get("/maybe", async (c) => c.json({ caller: await callerOf(c, resolvers) }));
+  return app;
+}
+
+function resolversFor(iamUrl: string) {
+  const tokens = new ServiceTokenClient(iamUrl, { serviceId: SERVICE, secret: "s3cret" });
+  return remoteResolvers({ iamUrl, serviceId: SERVICE, tokens });
+}
+
+let iam: FakeIam;
+let app: ReturnType<typeof appWith>;
+const member = principal({ userId: "usr_m", email: "m@example.com" });
+const keyHolder = principal({ type: "apikey", userId: "usr_k", apiKeyId: "key_1", sessionId: null });
+
+beforeAll(async () => {
+  iam = await startFakeIam();
+  iam.serviceSecrets.set(SERVICE, "s3cret");
+  iam.sessions.set("session-token-1", member);
+  iam.apiKeys.set("raw-api-key-1", keyHolder);
+  app = appWith(resolversFor(iam.url));
+});
+afterAll(async () => {
+  await iam.close();
+});
+
+const who = async (headers: Record<string, string>) => {
+  const res = await app.request("/who", { headers });
+  return { status: res.status, body: (await res.json()) as { kind?: string; principal?: Principal; serviceId?: string; error?: { code: string; message: string } } };
+};
+
+describe("credential middleware", () => {
+  it("answers 401 UNAUTHENTICATED when the request carries no credential", async () => {
+    expect(await who({})).toEqual({
+      status: 401,
+      body: { error: { code: "UNAUTHENTICATED", message: "Authentication required", requestId: expect.any(String), details: null } },
+    });
+  });
+
+  it("reads a request without a credential as no caller where one is optional", async () => {
+    const res = await app.request("/maybe");
+    expect(await res.json()).toEqual({ caller: null });
+  });
+
+  it("takes a Bearer session token to IAM and answers its principal", async () => {
+    expect(await who({ authorization: "Bearer session-token-1" })).toEqual({ status: 200, body: { kind: "principal", principal: member } });
+    expect(await who({ authorization: "bearer   session-token-1" })).toMatchObject({ status: 200 });
+  });
+
+  it("takes an x-api-key to IAM and answers its principal, ahead of any bearer token", async () => {
+    expect(await who({ "x-api-key": "raw-api-key-1" })).toEqual({ status: 200, body: { kind: "principal", principal: keyHolder } });
+    expect(await who({ "x-api-key": "raw-api-key-1", authorization: "Bearer session-token-1" })).toMatchObject({
+      body: { principal: { userId: "usr_k" } },
+    });
+  });
+
+  it("verifies a service token locally and answers the calling service", async () => {
+    const token = await iam.mintServiceToken({ sub: "iam" });
+    const before = iam.calls["POST /api/validate-session"] ?? 0;
+    expect(await who({ authorization: `Bearer ${token}` })).toEqual({ status: 200, body: { kind: "service", serviceId: "iam" } });
+    expect(iam.calls["POST /api/validate-session"] ?? 0).toBe(before);
+  });
+
+  it("answers 401 for a credential that is present but wrong, never treating it as none", async () => {
+    expect(await who({ authorization: "Bearer no-such-session" })).toMatchObject({
+      status: 401,
+      body: { error: { code: "UNAUTHENTICATED", message: "Invalid or expired session" } },
+    });
+    expect(await who({ "x-api-key": "no-such-key" })).toMatchObject({ status: 401, body: { error: { message: "Invalid API key" } } });
+    const wrongAudience = await iam.mintServiceToken({ aud: "billing" });
+    expect(await who({ authorization: `Bearer ${wrongAudience}` })).toMatchObject({
+      status: 401,
+      body: { error: { message: "Invalid service token" } },
+    });
+    const res = await app.request("/maybe", { headers: { authorization: "Bearer no-such-session" } });
+    expect(res.status).toBe(401);
+  });
+
+  it("answers 401 for an Authorization header that is not a Bearer token", async () => {
+    expect((await who({ authorization: "Basic dXNlcjpwYXNz" })).status).toBe(401);
+    expect((await who({ authorization: "Bearer" })).status).toBe(401);
+  });
+
+  it("answers 503 UPSTREAM_UNAVAILABLE when IAM is down", async () => {
+    const cut = appWith(resolversFor(await deadUrl()));
+    const res = await cut.request("/who", { headers: { authorization: "Bearer session-token-1" } });
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("UPSTREAM_UNAVAILABLE");
+    const jwt = await cut.request("/who", { headers: { authorization: `Bearer ${await iam.mintServiceToken()}` } });
+    expect(jwt.status).toBe(503);
+  });
+
+  it("resolves the caller once per request however often a handler asks", async () => {
+    let lookups = 0;
+    const counting: CredentialResolvers = {
+      session: async () => {
+        lookups++;
+        return member;
+      },
+      apiKey: async () => null,
+      serviceToken: async () => null,
+    };
+    const local = createServiceApp({ service: SERVICE, title: "t", logger: silentLogger() });
+    local.get("/twice", async (c) => {
+      await requireCaller(c, counting);
+      await callerOf(c, counting);
+      return c.json({ ok: true });
+    });
+    await local.request("/twice", { headers: { authorization: "Bearer t" } });
+    expect(lookups).toBe(1);
+  });
+});
