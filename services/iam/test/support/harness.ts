@@ -1,0 +1,184 @@
+import { createServer } from "node:net";
+import { applyMigrations, type DatabaseHandle } from "@core/storage";
+import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
+import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
+import { createApp as createRegistryApp, } from "../../../platform-registry/src/app.js";
+import { migrationsFolder as registryMigrations } from "../../../platform-registry/src/index.js";
+import { createApp, type IamApp } from "../../src/app.js";
+import type { IamConfig } from "../../src/config.js";
+import { migrationsFolder } from "../../src/index.js";
+import type { Mail, Mailer } from "../../src/mailer.js";
+
+export const TEST_SECRET = "test-secret-that-is-long-enough-for-better-auth-0123456789";
+export const REGISTRY_SECRET = "registry-secret-for-tests-0123456789";
+
+/** A free loopback port (closed again at once, so the caller can bind it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export function testConfig(overrides: Partial<IamConfig> = {}): IamConfig {
+  return {
+    iamUrl: "http://localhost:4100",
+    registryUrl: "http://127.0.0.1:1",
+    authSecret: TEST_SECRET,
+    trustedOrigins: ["http://localhost:4100"],
+    secureCookies: false,
+    sessionSeconds: 3600,
+    invitationSeconds: 7 * 86400,
+    bootstrapToken: undefined,
+    smtpUrl: undefined,
+    mailFrom: "Core <no-reply@localhost>",
+    outboxDir: "/nonexistent",
+    rateLimits: { enabled: false, windowSeconds: 60, signIn: 10, signUp: 5, magicLink: 5, apiKeyFailures: 30 },
+    ...overrides,
+    ...(overrides.rateLimits ? { rateLimits: { ...testConfig().rateLimits, ...overrides.rateLimits } } : {}),
+  };
+}
+
+/** A mailer that keeps what it sends, for tests that follow links. */
+export function memoryMailer(): Mailer & { sent: Mail[] } {
+  const sent: Mail[] = [];
+  return { sent, send: async (mail) => void sent.push(mail) };
+}
+
+export interface Iam {
+  app: IamApp;
+  mailer: ReturnType<typeof memoryMailer>;
+  clock: ReturnType<typeof manualClock>;
+  config: IamConfig;
+  origin: string;
+}
+
+/**
+ * IAM in process on a migrated database. `registryFetch` stands in for the network to the
+ * platform registry (a failing one, to prove org-setup's rollback).
+ */
+export async function createIam(
+  database: DatabaseHandle,
+  options: { config?: Partial<IamConfig>; fetch?: typeof fetch; serviceCredentials?: Map<string, string> } = {},
+): Promise<Iam> {
+  await applyMigrations(database.db, "iam", migrationsFolder);
+  const config = testConfig(options.config);
+  const mailer = memoryMailer();
+  const clock = manualClock(new Date());
+  const app = createApp({
+    db: database.db,
+    logger: silentLogger(),
+    config,
+    serviceCredentials: options.serviceCredentials ?? new Map([["platform-registry", REGISTRY_SECRET]]),
+    mailer,
+    fetch: options.fetch,
+  });
+  return { app, mailer, clock, config, origin: new URL(config.iamUrl).origin };
+}
+
+export interface SignedUp {
+  userId: string;
+  email: string;
+  token: string;
+  /** `Cookie` header value carrying the signed session cookie */
+  cookie: string;
+}
+
+let counter = 0;
+export const uniqueEmail = (label = "user") => `${label}-${Date.now().toString(36)}-${++counter}@example.com`;
+export const uniqueSlug = (label = "org") => `${label}-${Date.now().toString(36)}-${++counter}`;
+
+/** Signs a new user up through better-auth's own route. */
+export async function signUp(iam: Iam, email = uniqueEmail(), password = "correct-horse-battery"): Promise<SignedUp> {
+  const response = await iam.app.request("/api/auth/sign-up/email", {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: iam.origin },
+    body: JSON.stringify({ email, password, name: email.split("@")[0] }),
+  });
+  if (response.status !== 200) throw new Error(`sign-up failed: ${response.status} ${await response.text()}`);
+  const body = (await response.json()) as { token: string; user: { id: string } };
+  const setCookie = response.headers.get("set-cookie") ?? "";
+  const cookie = setCookie.split(";")[0]!;
+  return { userId: body.user.id, email, token: body.token, cookie };
+}
+
+/** JSON request helper: `call(iam, "POST", path, { body, token | cookie | headers })`. */
+export async function call(
+  iam: Iam,
+  method: string,
+  path: string,
+  options: { body?: unknown; token?: string; cookie?: string; headers?: Record<string, string> } = {},
+) {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  if (options.body !== undefined) headers["content-type"] ??= "application/json";
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  if (options.cookie) {
+    headers.cookie = options.cookie;
+    headers.origin ??= iam.origin;
+  }
+  const response = await iam.app.request(path, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  let json: any = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = text;
+  }
+  return { status: response.status, body: json, headers: response.headers };
+}
+
+/** A service token for `serviceId` → `target`, minted through the real route. */
+export async function serviceToken(iam: Iam, serviceId = "platform-registry", secret = REGISTRY_SECRET, target = "iam") {
+  const basic = Buffer.from(`${serviceId}:${secret}`).toString("base64");
+  const r = await call(iam, "POST", "/api/core/service-token", {
+    body: { serviceId, targetService: target },
+    headers: { authorization: `Basic ${basic}` },
+  });
+  if (r.status !== 200) throw new Error(`service token refused: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.token as string;
+}
+
+/** Signs up a user and bootstraps the operator organization with them (owner). */
+export async function operator(iam: Iam): Promise<SignedUp & { orgId: string }> {
+  const person = await signUp(iam, uniqueEmail("operator"));
+  const r = await call(iam, "POST", "/api/core/bootstrap", { token: person.token });
+  if (r.status !== 201) throw new Error(`bootstrap failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return { ...person, orgId: r.body.orgId };
+}
+
+/**
+ * IAM and the platform registry both listening on loopback, wired to each other as in
+ * `npm start`: org-setup reaches the registry over HTTP with a service token, and the registry
+ * checks credentials with IAM.
+ */
+export async function startIamAndRegistry(database: DatabaseHandle, config: Partial<IamConfig> = {}) {
+  const [iamPort, registryPort] = [await freePort(), await freePort()];
+  const iamUrl = `http://127.0.0.1:${iamPort}`;
+  const registryUrl = `http://127.0.0.1:${registryPort}`;
+  const iam = await createIam(database, { config: { iamUrl, registryUrl, trustedOrigins: [iamUrl], ...config } });
+  await applyMigrations(database.db, "platform-registry", registryMigrations);
+  const tokens = new ServiceTokenClient(iamUrl, { serviceId: "platform-registry", secret: REGISTRY_SECRET });
+  const registry = createRegistryApp({
+    db: database.db,
+    logger: silentLogger(),
+    credentials: remoteResolvers({ iamUrl, serviceId: "platform-registry", tokens }),
+  });
+  const servers: RunningServer[] = [await listen(iam.app, iamPort, "127.0.0.1"), await listen(registry, registryPort, "127.0.0.1")];
+  return {
+    iam,
+    registry,
+    iamUrl,
+    registryUrl,
+    close: async () => {
+      for (const s of servers) await s.close();
+    },
+  };
+}
