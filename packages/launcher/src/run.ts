@@ -74,7 +74,7 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
         common,
         db: database.db,
         pingDatabase: database.ping,
-        logger: logger.child({ service: name }),
+        logger: createLogger(name),
         serviceCredentials: credentials,
         env,
       });

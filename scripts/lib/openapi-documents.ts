@@ -1,0 +1,30 @@
+// The OpenAPI description of every service, generated from its routes (spec §9). Run through
+// scripts/openapi.mjs, which bundles this file; the services are built on an in-memory database
+// that no route touches while the description is generated.
+import { silentLogger, type ServiceApp } from "@core/kit";
+import { openDatabase } from "@core/storage";
+import type { CredentialResolvers } from "@core/service-auth";
+import { createApp as createIamApp } from "../../services/iam/src/app.js";
+import { loadIamConfig } from "../../services/iam/src/config.js";
+import { createApp as createRegistryApp } from "../../services/platform-registry/src/app.js";
+import { loadCommonConfig } from "@core/kit";
+
+export async function openApiDocuments(): Promise<Record<string, unknown>> {
+  const database = await openDatabase({});
+  try {
+    const common = loadCommonConfig({ CORE_DATA_DIR: "/tmp/core-openapi" });
+    const config = { ...loadIamConfig(common, { CORE_AUTH_SECRET: "openapi-generation-only-Qm9vZ2xlLTk4Nz-Y1NDMyMQ" }) };
+    const noCredentials: CredentialResolvers = {
+      session: async () => null,
+      apiKey: async () => null,
+      serviceToken: async () => null,
+    };
+    const apps: Record<string, ServiceApp> = {
+      iam: createIamApp({ db: database.db, logger: silentLogger(), config, serviceCredentials: new Map() }),
+      "platform-registry": createRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
+    };
+    return Object.fromEntries(Object.entries(apps).map(([name, app]) => [name, app.openApiDocument()]));
+  } finally {
+    await database.close();
+  }
+}
