@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
-import { SERVICES, type ServiceName } from "@core/kit";
+import { resolve } from "node:path";
+import type { ServiceName } from "@core/kit";
 import { runUntilStopped, type ServiceModule } from "./run.js";
 
 /**
@@ -42,5 +43,6 @@ if (running) {
   const width = Math.max(...Object.keys(running.urls).map((n) => n.length));
   console.log("core is running:");
   for (const [name, url] of Object.entries(running.urls)) console.log(`  ${name.padEnd(width)}  ${url}`);
-  console.log(`data: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" : SERVICES && (process.env.CORE_DATA_DIR || "./.data")}`);
+  console.log(`data: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" : resolve(process.env.CORE_DATA_DIR || "./.data")}`);
+  console.log("stop with Ctrl-C");
 }

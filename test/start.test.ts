@@ -1,0 +1,92 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../services/iam/test/support/harness.js";
+
+/** `npm start` as a user runs it: the real launcher process on an embedded data directory. */
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(env: NodeJS.ProcessEnv): Started {
+  const child = spawn(process.execPath, ["scripts/start.mjs"], { env: { ...process.env, ...env, NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout!.on("data", (d) => (output += d));
+  child.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+async function until(check: () => boolean, what: string, ms = 30_000) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe("npm start", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "core-start-"));
+  let env: NodeJS.ProcessEnv;
+  let iamUrl: string;
+
+  beforeAll(async () => {
+    const [iam, registry] = [await freePort(), await freePort()];
+    iamUrl = `http://127.0.0.1:${iam}`;
+    env = {
+      CORE_DATA_DIR: dataDir,
+      CORE_IAM_PORT: String(iam),
+      CORE_PLATFORM_REGISTRY_PORT: String(registry),
+      CORE_IAM_URL: iamUrl,
+      CORE_REGISTRY_URL: `http://127.0.0.1:${registry}`,
+      LOG_LEVEL: "warn",
+    };
+  });
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("runs every service, refuses a second process on the same data dir, shuts down cleanly and keeps the data", async () => {
+    const first = start(env);
+    await until(() => first.output().includes("core is running"), "the first start");
+    expect(first.output()).toContain(iamUrl);
+    const health = await fetch(`${iamUrl}/health`);
+    expect(health.status).toBe(200);
+
+    const signUp = await fetch(`${iamUrl}/api/auth/sign-up/email`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: iamUrl },
+      body: JSON.stringify({ email: "kept@example.com", password: "correct-horse-battery", name: "Kept" }),
+    });
+    expect(signUp.status).toBe(200);
+
+    const second = start(env);
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toMatch(/data directory .* is in use by another core process/);
+
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+
+    const again = start(env);
+    await until(() => again.output().includes("core is running"), "the restart");
+    const signIn = await fetch(`${iamUrl}/api/auth/sign-in/email`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: iamUrl },
+      body: JSON.stringify({ email: "kept@example.com", password: "correct-horse-battery" }),
+    });
+    expect(signIn.status).toBe(200);
+    again.child.kill("SIGTERM");
+    expect(await again.exited).toBe(0);
+  }, 120_000);
+
+  it("names an unknown --only service instead of starting", async () => {
+    const child = spawn(process.execPath, ["scripts/start.mjs", "--only", "nope"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stderr!.on("data", (d) => (output += d));
+    const code = await new Promise((resolve) => child.on("exit", resolve));
+    expect(code).toBe(1);
+    expect(output).toContain('unknown service "nope"');
+  });
+});
