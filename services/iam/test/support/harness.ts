@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
 import { applyMigrations, type DatabaseHandle } from "@core/storage";
-import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
-import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
+import { listen, manualClock, silentLogger, unixSeconds, type RunningServer } from "@core/kit";
+import { remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
 import { createApp as createRegistryApp, } from "../../../platform-registry/src/app.js";
 import { migrationsFolder as registryMigrations } from "../../../platform-registry/src/index.js";
 import { createApp, type IamApp } from "../../src/app.js";
@@ -75,6 +75,7 @@ export async function createIam(
     config,
     serviceCredentials: options.serviceCredentials ?? new Map([["platform-registry", REGISTRY_SECRET]]),
     mailer,
+    clock,
     fetch: options.fetch,
   });
   return { app, mailer, clock, config, origin: new URL(config.iamUrl).origin };
@@ -92,8 +93,10 @@ let counter = 0;
 export const uniqueEmail = (label = "user") => `${label}-${Date.now().toString(36)}-${++counter}@example.com`;
 export const uniqueSlug = (label = "org") => `${label}-${Date.now().toString(36)}-${++counter}`;
 
+export const PASSWORD = "correct-horse-battery";
+
 /** Signs a new user up through better-auth's own route. */
-export async function signUp(iam: Iam, email = uniqueEmail(), password = "correct-horse-battery"): Promise<SignedUp> {
+export async function signUp(iam: Iam, email = uniqueEmail(), password = PASSWORD): Promise<SignedUp> {
   const response = await iam.app.request("/api/auth/sign-up/email", {
     method: "POST",
     headers: { "content-type": "application/json", origin: iam.origin },
@@ -182,3 +185,51 @@ export async function startIamAndRegistry(database: DatabaseHandle, config: Part
     },
   };
 }
+
+/** The session token and `Cookie` value of a `set-cookie` answer from better-auth. */
+export function sessionCookieOf(response: { headers: Headers }): string {
+  return (response.headers.get("set-cookie") ?? "").split(";")[0]!;
+}
+
+/** Signs an existing user in again (a second session) through better-auth's own route. */
+export async function signIn(iam: Iam, person: { userId: string; email: string }, password = PASSWORD): Promise<SignedUp> {
+  const r = await call(iam, "POST", "/api/auth/sign-in/email", { headers: { origin: iam.origin }, body: { email: person.email, password } });
+  if (r.status !== 200) throw new Error(`sign-in failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return { userId: person.userId, email: person.email, token: r.body.token, cookie: sessionCookieOf(r) };
+}
+
+/** The app's current time in Unix seconds (the harness clock drives IAM). */
+export const nowSeconds = (iam: Iam) => unixSeconds(iam.clock.now());
+
+/** The caller's principal, as `GET /api/core/session` answers it. */
+export async function principalOf(iam: Iam, person: { token: string }) {
+  const r = await call(iam, "GET", "/api/core/session", { token: person.token });
+  if (r.status !== 200) throw new Error(`session refused: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.principal as Principal;
+}
+
+/** A tenant organization created by the operator, with a newly signed-up owner (or `owner`). */
+export async function tenantOrg(iam: Iam, by: { token: string }, owner?: SignedUp) {
+  const person = owner ?? (await signUp(iam, uniqueEmail("owner")));
+  const slug = uniqueSlug("tenant");
+  const r = await call(iam, "POST", "/api/core/organizations", { token: by.token, body: { name: `Tenant ${slug}`, slug, ownerId: person.userId } });
+  if (r.status !== 201) throw new Error(`organization refused: ${r.status} ${JSON.stringify(r.body)}`);
+  return { orgId: r.body.id as string, slug, owner: person };
+}
+
+/** A new user who joins `orgId` with `role`: invited by `inviter`, accepted through better-auth. */
+export async function joinOrg(iam: Iam, orgId: string, inviter: { token: string }, role: "owner" | "admin" | "member" = "member"): Promise<SignedUp> {
+  const person = await signUp(iam, uniqueEmail(role));
+  const invited = await call(iam, "POST", `/api/core/organizations/${orgId}/invitations`, { token: inviter.token, body: { email: person.email, role } });
+  if (invited.status !== 201) throw new Error(`invitation refused: ${invited.status} ${JSON.stringify(invited.body)}`);
+  const accepted = await call(iam, "POST", "/api/auth/organization/accept-invitation", {
+    token: person.token,
+    headers: { origin: iam.origin },
+    body: { invitationId: invited.body.id },
+  });
+  if (accepted.status !== 200) throw new Error(`accepting refused: ${accepted.status} ${JSON.stringify(accepted.body)}`);
+  return person;
+}
+
+/** The paths named in a 400 VALIDATION_ERROR answer's details. */
+export const failingFields = (body: { error: { details: { path: string }[] } }) => body.error.details.map((d) => d.path);
