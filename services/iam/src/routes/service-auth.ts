@@ -51,7 +51,8 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
         await ctx.audit.record({ ...audit, outcome: "failure", actorType: "service", actorId: basic.id, metadata: { reason: "serviceId mismatch" } });
         throw forbidden("A service may only ask for tokens in its own name");
       }
-      if (!(targetService in SERVICES) && !ctx.serviceTokens.isKnownService(targetService)) {
+      // own keys only: `in` would also accept inherited names such as "constructor"
+      if (!Object.hasOwn(SERVICES, targetService) && !ctx.serviceTokens.isKnownService(targetService)) {
         throw new ApiError(400, "BAD_REQUEST", `Unknown target service "${targetService}"`, { path: "targetService" });
       }
       const token = await ctx.serviceTokens.issue(serviceId, targetService);
