@@ -38,9 +38,11 @@ let unique = 0;
 const fresh = (prefix: string) => `${prefix}-${process.pid}-${unique++}`;
 
 describe("service tokens", () => {
+  // on the system clock: these tokens are dated by the fake IAM's real time
   let resolvers: CredentialResolvers;
   beforeAll(() => {
-    resolvers = resolversAt().resolvers;
+    const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE, secret: SECRET });
+    resolvers = remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE, tokens });
   });
   const verify = async (claims: Parameters<FakeIam["mintServiceToken"]>[0]) => resolvers.serviceToken(await iam.mintServiceToken(claims));
 
