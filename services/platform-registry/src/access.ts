@@ -1,6 +1,13 @@
 import type { Context } from "hono";
 import { forbidden } from "@core/kit";
-import { holds, requireCaller, type Caller, type CredentialResolvers } from "@core/service-auth";
+import { holds, isOperator, requireCaller, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+
+/**
+ * Operators holding `platforms:manage` administer every platform (DESIGN §4: an operator-only
+ * permission, members of `core-operator` act platform-wide), so they also read and write each one.
+ * Checking the organization type as well keeps a stray grant to a tenant from meaning anything.
+ */
+const managesPlatforms = (p: Principal) => isOperator(p) && holds(p, "platforms:manage");
 
 /**
  * Who may do what in the platform registry (issue 2): services with service tokens and operators
@@ -13,7 +20,7 @@ export async function authorizePlatform(
   permission: "platform:read" | "platform:write",
 ): Promise<Caller> {
   const caller = await requireCaller(c, credentials);
-  if (caller.kind === "service") return caller;
+  if (caller.kind === "service" || managesPlatforms(caller.principal)) return caller;
   if (!holds(caller.principal, permission, { platformId })) {
     throw forbidden(`You need ${permission} on platform ${platformId}`);
   }
@@ -23,11 +30,10 @@ export async function authorizePlatform(
 /** Platform-wide administration: creating platforms, changing tier or status. */
 export async function authorizePlatformAdmin(c: Context, credentials: CredentialResolvers): Promise<Caller> {
   const caller = await requireCaller(c, credentials);
-  if (caller.kind === "service") return caller;
-  if (!holds(caller.principal, "platforms:manage")) throw forbidden("Only operators may manage platforms");
-  return caller;
+  if (caller.kind === "service" || managesPlatforms(caller.principal)) return caller;
+  throw forbidden("Only operators may manage platforms");
 }
 
-/** Sees every platform: services and operators with platform:read. */
+/** Sees every platform: services, and operators with platform:read or platforms:manage. */
 export const seesAllPlatforms = (caller: Caller) =>
-  caller.kind === "service" || (caller.principal.orgType === "core-operator" && caller.principal.permissions.includes("platform:read"));
+  caller.kind === "service" || managesPlatforms(caller.principal) || (isOperator(caller.principal) && holds(caller.principal, "platform:read"));
