@@ -49,6 +49,8 @@ export function organizationRoutes(app: ServiceApp, ctx: IamContext) {
       requirePermission(caller, "orgs:create");
       const input = c.req.valid("json");
       const org = await createOrganization(ctx.db, ctx.clock, input);
+      // the owner's cached principal predates the membership
+      ctx.forgetPrincipals();
       await ctx.audit.record({
         action: "organization.create",
         outcome: "success",
