@@ -319,7 +319,7 @@ describe("ServiceTokenClient", () => {
     await client.tokenFor("iam");
     await client.tokenFor("iam");
     expect(tokenCalls()).toBe(before + 2);
-    iam.tokenLifetime = 40;
+    iam.tokenLifetime = 31;
     await client.tokenFor("billing");
     await client.tokenFor("billing");
     expect(tokenCalls()).toBe(before + 3);

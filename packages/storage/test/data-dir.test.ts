@@ -63,7 +63,7 @@ describe("lockDataDir", () => {
     const dir = freshDir();
     // what a killed process leaves behind: the lock directory, no longer refreshed
     mkdirSync(join(dir, "core.lock"));
-    const longAgo = new Date(Date.now() - 60_000);
+    const longAgo = new Date(Date.now() - 17_000);
     utimesSync(join(dir, "core.lock"), longAgo, longAgo);
     const release = await lockDataDir(dir);
     await release();
@@ -72,7 +72,7 @@ describe("lockDataDir", () => {
   it("keeps a fresh lock of another holder (younger than 15 s)", async () => {
     const dir = freshDir();
     mkdirSync(join(dir, "core.lock"));
-    const recently = new Date(Date.now() - 10_000);
+    const recently = new Date(Date.now() - 13_000);
     utimesSync(join(dir, "core.lock"), recently, recently);
     expect(await lockFailure(dir)).toBeInstanceOf(DataDirLockedError);
   });

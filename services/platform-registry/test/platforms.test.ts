@@ -168,6 +168,19 @@ describe.each(testDatabases())("platforms on $name", (database) => {
       expect((await patch(created.id, { name: "n".repeat(100) })).status).toBe(200);
     });
 
+    it.each([
+      ["tier", "t".repeat(64), "t".repeat(65)],
+      ["hostAccountId", "h".repeat(256), "h".repeat(257)],
+      ["repoName", "r".repeat(256), "r".repeat(257)],
+      ["repoName", "r", ""],
+    ])("accepts a change of %s just inside its limit and refuses one just outside", async (field, inside, outside) => {
+      const created = await r.createPlatform();
+      expect((await patch(created.id, { [field]: inside })).status).toBe(200);
+      const res = await patch(created.id, { [field]: outside });
+      expect(res.status).toBe(400);
+      expect(res.body.error.details).toEqual([expect.objectContaining({ path: field })]);
+    });
+
     it("answers 404 for an unknown platform", async () => {
       expect((await patch("plt_nope", { name: "x" })).status).toBe(404);
     });
@@ -196,6 +209,7 @@ describe.each(testDatabases())("platforms on $name", (database) => {
     it("answers a null cursor when the last page is exactly full", async () => {
       const { pages } = await r.allPages<Platform>("/platforms", await r.as.service(), 100);
       const total = pages.flat().length;
+      expect(total).toBeLessThanOrEqual(100); // one page must be able to hold them all
       const full = await list(`?limit=${total}`);
       expect(full.body.data).toHaveLength(total);
       expect(full.body.cursor).toBeNull();

@@ -285,6 +285,19 @@ describe.each(testDatabases())("workspace stacks on $name", (database) => {
       }
     });
 
+    it.each([
+      ["name", "n".repeat(128), "n".repeat(129)],
+      ["templateId", "t".repeat(128), "t".repeat(129)],
+      ["repoName", "r".repeat(256), "r".repeat(257)],
+    ])("accepts a change of %s just inside its limit and refuses one just outside", async (field, inside, outside) => {
+      const platform = await r.createPlatform();
+      const created = await r.createStack(platform.id);
+      expect((await patch(platform.id, created.id, { [field]: inside })).status).toBe(200);
+      const res = await patch(platform.id, created.id, { [field]: outside });
+      expect(res.status).toBe(400);
+      expect(res.body.error.details).toEqual([expect.objectContaining({ path: field })]);
+    });
+
     it("answers 409 STACK_NAME_TAKEN when renaming onto another stack of the tenant", async () => {
       const platform = await r.createPlatform();
       await r.createStack(platform.id, { tenantId: "tnt_x", name: "one" });
