@@ -95,13 +95,19 @@ export function createServiceApp(options: ServiceAppOptions) {
     );
   });
 
-  app.use(
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: (c) =>
-        errorResponse(c, new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`)),
-    }),
-  );
+  const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
+  const streamingLimit = bodyLimit({ maxSize: maxBodyBytes, onError: (c) => errorResponse(c, tooLarge()) });
+  app.use(async (c, next) => {
+    // a declared length is checked without touching the body; hono's limiter wraps the stream,
+    // which costs a full Request per call, so it only guards bodies of unknown length
+    const length = c.req.header("content-length");
+    if (length !== undefined) {
+      if (Number(length) > maxBodyBytes) throw tooLarge();
+      return next();
+    }
+    if (c.req.method === "GET" || c.req.method === "HEAD") return next();
+    return streamingLimit(c, next);
+  });
 
   app.use(async (c, next) => {
     if (hasBody(c) && !ownsBody(c.req.path)) {

@@ -1,7 +1,7 @@
-import { createLocalJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
 import { randomUUID, timingSafeEqual, createHash } from "node:crypto";
 import { unixSeconds, type Clock } from "@core/kit";
-import { MAX_SERVICE_TOKEN_SECONDS, verifyServiceToken, type ServiceTokenSource } from "@core/service-auth";
+import { MAX_SERVICE_TOKEN_SECONDS, TtlCache, verifyServiceToken, type ServiceTokenSource } from "@core/service-auth";
 import type { Auth } from "./auth.js";
 
 /** Service tokens live 5 minutes (DESIGN §4). */
@@ -14,6 +14,7 @@ export const SERVICE_TOKEN_SECONDS = MAX_SERVICE_TOKEN_SECONDS;
  */
 export class ServiceTokens implements ServiceTokenSource {
   private keySet: { keys: JWTVerifyGetKey; until: number } | null = null;
+  private readonly verified = new TtlCache<string>(10_000);
 
   constructor(
     private readonly auth: Auth,
@@ -50,12 +51,28 @@ export class ServiceTokens implements ServiceTokenSource {
     return this.issue("iam", targetService);
   }
 
+  /**
+   * Checks a service token addressed to IAM. A token that verified once is remembered until it
+   * expires (at most 5 minutes): a service sends the same token with every call, and a signature
+   * check per request would dominate the hot path.
+   */
   async verify(jwt: string): Promise<{ serviceId: string } | null> {
-    const first = await verifyServiceToken(jwt, await this.keys(), this.issuer, "iam");
+    const known = this.verified.get(jwt);
+    if (known) return { serviceId: known };
+    const result = await this.verifyOnce(jwt);
+    if (result) {
+      const exp = decodeJwt(jwt).exp ?? 0;
+      this.verified.set(jwt, result.serviceId, exp * 1000 - this.clock.now().getTime());
+    }
+    return result;
+  }
+
+  private async verifyOnce(jwt: string): Promise<{ serviceId: string } | null> {
+    const first = await verifyServiceToken(jwt, await this.keys(), this.issuer, "iam", this.clock.now());
     if (first) return first;
     // a token signed with a key minted after our copy of the key set: look once more
     this.keySet = null;
-    return verifyServiceToken(jwt, await this.keys(), this.issuer, "iam");
+    return verifyServiceToken(jwt, await this.keys(), this.issuer, "iam", this.clock.now());
   }
 
   private async keys(): Promise<JWTVerifyGetKey> {
