@@ -1,0 +1,43 @@
+import { request } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServiceApp, listen, silentLogger, type RunningServer } from "../src/index.js";
+
+/** Raw HTTP/1.1 requests, so the headers on the wire are exactly the ones written here. */
+function send(url: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "POST", headers }, (res) => {
+      let text = "";
+      res.on("data", (d) => (text += d));
+      res.on("end", () => resolve({ status: res.statusCode!, text }));
+    });
+    req.on("error", reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+describe("requests without a body over real HTTP", () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    const app = createServiceApp({ service: "t", title: "t", logger: silentLogger() });
+    app.post("/act", (c) => c.json({ ok: true }));
+    server = await listen(app, 0, "127.0.0.1");
+  });
+  afterAll(() => server.close());
+
+  it("accepts a POST with neither Content-Length nor a body (curl -X POST)", async () => {
+    const r = await send(`${server.url}/act`, {});
+    expect(r.status).toBe(200);
+  });
+
+  it("still refuses a chunked body that is not JSON with 415", async () => {
+    const r = await send(`${server.url}/act`, { "transfer-encoding": "chunked", "content-type": "text/plain" }, "hello");
+    expect(r.status).toBe(415);
+    expect(JSON.parse(r.text).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+  });
+
+  it("refuses a chunked body beyond the limit with 413", async () => {
+    const r = await send(`${server.url}/act`, { "transfer-encoding": "chunked", "content-type": "application/json" }, `"${"x".repeat(1024 * 1024 + 10)}"`);
+    expect(r.status).toBe(413);
+  });
+});
