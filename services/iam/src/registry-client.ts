@@ -41,6 +41,10 @@ export class RegistryClient {
     const answer = (await response.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
     if (response.status === 409) throw conflict(answer?.error?.code ?? "CONFLICT", answer?.error?.message ?? "Conflict in the platform registry");
     if (response.status === 404) throw notFound(answer?.error?.message ?? "No such platform");
+    // the registry's own refusal to change a suspended platform, not a failure of the registry
+    if (response.status === 403 && answer?.error?.code === "PLATFORM_SUSPENDED") {
+      throw new ApiError(403, "PLATFORM_SUSPENDED", answer.error.message ?? "The platform is suspended");
+    }
     throw new ApiError(502, "UPSTREAM_UNAVAILABLE", `The platform registry answered ${response.status}`);
   }
 }

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { platformStatus } from "../db/schema.js";
@@ -35,8 +35,12 @@ export function platformStatusRoutes(app: ServiceApp, ctx: IamContext) {
       try {
         await ctx.registry.setStatus(platformId, status);
       } catch (err) {
-        await ctx.audit.record({ action: "platform.status", outcome: "failure", ...actor, targetType: "platform", targetId: platformId, metadata: { status } });
-        throw err;
+        // suspending a suspended platform changes nothing at the registry, and it says so
+        const alreadySuspended = status === "suspended" && err instanceof ApiError && err.code === "PLATFORM_SUSPENDED";
+        if (!alreadySuspended) {
+          await ctx.audit.record({ action: "platform.status", outcome: "failure", ...actor, targetType: "platform", targetId: platformId, metadata: { status } });
+          throw err;
+        }
       }
       const now = ctx.clock.now();
       await ctx.db
