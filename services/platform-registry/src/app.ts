@@ -1,5 +1,5 @@
 import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
-import type { CredentialResolvers } from "@core/service-auth";
+import { requireCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { platformRoutes } from "./routes/platforms.js";
 import { stackRoutes } from "./routes/stacks.js";
@@ -25,6 +25,9 @@ export function createApp(deps: RegistryDeps) {
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
   });
+  // who is calling is settled before any input is validated: no credential is 401, never 400
+  app.use("/platforms", (c, next) => requireCaller(c, deps.credentials).then(() => next()));
+  app.use("/platforms/*", (c, next) => requireCaller(c, deps.credentials).then(() => next()));
   platformRoutes(app, resolved);
   stackRoutes(app, resolved);
   return app;

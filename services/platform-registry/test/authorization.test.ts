@@ -174,6 +174,17 @@ describe.each(testDatabases())("authorization on $name", (database) => {
     });
   }
 
+  it.each([
+    ["POST", "/platforms", { slug: "NOT VALID" }],
+    ["POST", "/platforms/plt_x/stacks", { tenantId: "" }],
+    ["PATCH", "/platforms/plt_x", {}],
+  ])("settles the caller before the input: %s %s with a bad body and no credential is 401", async (method, path, body) => {
+    const res = await r.call(method, path, { body });
+    expect(res.status).toBe(401);
+    const wrong = await r.call(method, path, { body, headers: { authorization: "Bearer nope" } });
+    expect(wrong.status).toBe(401);
+  });
+
   describe("GET /platforms", () => {
     let own: Platform;
     let other: Platform;
