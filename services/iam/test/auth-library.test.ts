@@ -1,0 +1,257 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
+import {
+  call,
+  createIam,
+  operator,
+  PASSWORD,
+  serviceToken,
+  sessionCookieOf,
+  signIn,
+  signUp,
+  uniqueEmail,
+  type Iam,
+} from "./support/harness.js";
+
+/** The attributes of the session cookie in a `set-cookie` header, lower-cased. */
+function cookieAttributes(setCookie: string | null) {
+  const [pair, ...attributes] = (setCookie ?? "").split(";").map((part) => part.trim());
+  const [name, value] = [pair!.slice(0, pair!.indexOf("=")), pair!.slice(pair!.indexOf("=") + 1)];
+  return { name, value, attributes: attributes.map((a) => a.toLowerCase()) };
+}
+
+const post = (iam: Iam, path: string, body: unknown, headers: Record<string, string> = {}) =>
+  call(iam, "POST", path, { headers: { origin: iam.origin, ...headers }, body });
+
+describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
+  let database: DatabaseHandle;
+  let iam: Iam;
+  let service: string;
+
+  beforeAll(async () => {
+    database = await open();
+    iam = await createIam(database);
+    service = await serviceToken(iam);
+  });
+  afterAll(async () => {
+    await database?.close();
+  });
+
+  const validate = (token: string) => call(iam, "POST", "/api/validate-session", { token: service, body: { token } });
+
+  describe("sign-up", () => {
+    it("signs up with email and password, answering a session token and the user, and setting the session cookie", async () => {
+      const email = uniqueEmail("new");
+      const r = await post(iam, "/api/auth/sign-up/email", { email, password: PASSWORD, name: "New Person" });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ token: expect.any(String), user: { id: expect.any(String), email, name: "New Person" } });
+      expect(cookieAttributes(r.headers.get("set-cookie")).name).toBe("better-auth.session_token");
+      expect((await validate(r.body.token)).body.principal).toMatchObject({ userId: r.body.user.id, email });
+    });
+
+    it("refuses a second sign-up with an email in use, keeping the first account's password", async () => {
+      const ada = await signUp(iam);
+      const r = await post(iam, "/api/auth/sign-up/email", { email: ada.email, password: "another-password-1", name: "Impostor" });
+      expect(r.status).toBeGreaterThanOrEqual(400);
+      expect(r.status).toBeLessThan(500);
+      expect((await signIn(iam, ada)).userId).toBe(ada.userId);
+    });
+
+    it("takes passwords of 8 and of 128 characters, and refuses 7 and 129", async () => {
+      for (const [length, status] of [[8, 200], [128, 200], [7, 400], [129, 400]] as const) {
+        const r = await post(iam, "/api/auth/sign-up/email", { email: uniqueEmail(`pw${length}`), password: "p".repeat(length), name: "P" });
+        expect(r.status, `password of ${length}`).toBe(status);
+      }
+    });
+
+    it("refuses an invalid email with 400", async () => {
+      const r = await post(iam, "/api/auth/sign-up/email", { email: "not-an-email", password: PASSWORD, name: "X" });
+      expect(r.status).toBe(400);
+    });
+  });
+
+  describe("sign-in", () => {
+    it("answers a session token and sets an HttpOnly, SameSite=Lax cookie without Secure on localhost", async () => {
+      const ada = await signUp(iam);
+      const r = await post(iam, "/api/auth/sign-in/email", { email: ada.email, password: PASSWORD });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ token: expect.any(String), user: { id: ada.userId, email: ada.email } });
+      const cookie = cookieAttributes(r.headers.get("set-cookie"));
+      expect(cookie.name).toBe("better-auth.session_token");
+      expect(cookie.value.startsWith(`${r.body.token}.`)).toBe(true);
+      expect(cookie.attributes).toContain("httponly");
+      expect(cookie.attributes).toContain("samesite=lax");
+      expect(cookie.attributes).toContain("path=/");
+      expect(cookie.attributes).not.toContain("secure");
+    });
+
+    it("opens a session usable by bearer token and by cookie alike", async () => {
+      const ada = await signUp(iam);
+      const r = await post(iam, "/api/auth/sign-in/email", { email: ada.email, password: PASSWORD });
+      const byToken = await call(iam, "GET", "/api/core/session", { token: r.body.token });
+      const byCookie = await call(iam, "GET", "/api/core/session", { cookie: sessionCookieOf(r) });
+      expect(byToken.body.session.id).toBe(byCookie.body.session.id);
+      expect(byToken.body.user.id).toBe(ada.userId);
+    });
+
+    it("refuses a wrong password and an unknown email with 401, opening no session", async () => {
+      const ada = await signUp(iam);
+      const wrong = await post(iam, "/api/auth/sign-in/email", { email: ada.email, password: `${PASSWORD}-wrong` });
+      expect(wrong.status).toBe(401);
+      expect(wrong.body.code).toBe("INVALID_EMAIL_OR_PASSWORD");
+      expect(wrong.headers.get("set-cookie")).toBeNull();
+      const unknown = await post(iam, "/api/auth/sign-in/email", { email: uniqueEmail("ghost"), password: PASSWORD });
+      expect(unknown.status).toBe(401);
+      expect((await call(iam, "GET", "/api/sessions", { token: ada.token })).body.data).toHaveLength(1);
+    });
+
+    it("answers the library's session through get-session", async () => {
+      const ada = await signUp(iam);
+      const r = await call(iam, "GET", "/api/auth/get-session", { token: ada.token });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ session: { token: ada.token, userId: ada.userId }, user: { id: ada.userId, email: ada.email } });
+    });
+  });
+
+  describe("magic link", () => {
+    const linkIn = (text: string) => new URL(/https?:\/\/\S+/.exec(text)![0]);
+
+    it("mails a link that signs in: request, follow the verify URL, get a session", async () => {
+      const email = uniqueEmail("magic");
+      const r = await post(iam, "/api/auth/sign-in/magic-link", { email, callbackURL: "/" });
+      expect(r.status).toBe(200);
+      const mail = iam.mailer.sent.find((m) => m.to === email);
+      expect(mail).toBeDefined();
+      const link = linkIn(mail!.text);
+      expect(`${link.origin}${link.pathname}`).toBe(`${iam.config.iamUrl}/api/auth/magic-link/verify`);
+      expect(link.searchParams.get("token")).toEqual(expect.any(String));
+
+      const followed = await iam.app.request(`${link.pathname}${link.search}`);
+      expect(followed.status).toBe(302);
+      const cookie = sessionCookieOf(followed);
+      expect(cookie).toMatch(/^better-auth\.session_token=/);
+      const session = await call(iam, "GET", "/api/core/session", { cookie });
+      expect(session.status).toBe(200);
+      expect(session.body.user.email).toBe(email);
+    });
+
+    it("signs an existing user into their own account", async () => {
+      const ada = await signUp(iam);
+      await post(iam, "/api/auth/sign-in/magic-link", { email: ada.email, callbackURL: "/" });
+      const link = linkIn(iam.mailer.sent.findLast((m) => m.to === ada.email)!.text);
+      const followed = await iam.app.request(`${link.pathname}${link.search}`);
+      const session = await call(iam, "GET", "/api/core/session", { cookie: sessionCookieOf(followed) });
+      expect(session.body.user.id).toBe(ada.userId);
+    });
+
+    it("stores the link's token hashed: the raw token is nowhere in iam.verification", async () => {
+      const email = uniqueEmail("hashed");
+      await post(iam, "/api/auth/sign-in/magic-link", { email, callbackURL: "/" });
+      const token = linkIn(iam.mailer.sent.find((m) => m.to === email)!.text).searchParams.get("token")!;
+      const rows = rowsOf<Record<string, unknown>>(await database.db.execute(sql`select * from iam.verification`));
+      expect(rows.length).toBeGreaterThan(0);
+      expect(JSON.stringify(rows)).not.toContain(token);
+    });
+
+    it("lets a link be used once", async () => {
+      const email = uniqueEmail("once");
+      await post(iam, "/api/auth/sign-in/magic-link", { email, callbackURL: "/" });
+      const link = linkIn(iam.mailer.sent.find((m) => m.to === email)!.text);
+      expect(sessionCookieOf(await iam.app.request(`${link.pathname}${link.search}`))).toMatch(/session_token=/);
+      const again = await iam.app.request(`${link.pathname}${link.search}`);
+      expect(sessionCookieOf(again)).not.toMatch(/session_token=[^;]+/);
+    });
+
+    it("opens no session for a made-up token", async () => {
+      const r = await iam.app.request("/api/auth/magic-link/verify?token=made-up-token&callbackURL=%2F");
+      expect(sessionCookieOf(r)).not.toMatch(/session_token=[^;]+/);
+    });
+
+    it("refuses an invalid email with 400 and sends nothing", async () => {
+      const before = iam.mailer.sent.length;
+      const r = await post(iam, "/api/auth/sign-in/magic-link", { email: "not-an-email", callbackURL: "/" });
+      expect(r.status).toBe(400);
+      expect(iam.mailer.sent.length).toBe(before);
+    });
+  });
+
+  describe("sign-out", () => {
+    it("revokes the session: validate-session answers valid: false at once, and IAM refuses the token", async () => {
+      const ada = await signUp(iam);
+      expect((await validate(ada.token)).body.valid).toBe(true);
+      const r = await call(iam, "POST", "/api/auth/sign-out", { cookie: ada.cookie });
+      expect(r.status).toBe(200);
+      expect((await validate(ada.token)).body).toEqual({ valid: false });
+      expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).status).toBe(401);
+      expect((await call(iam, "GET", "/api/auth/get-session", { token: ada.token })).body).toBeNull();
+    });
+
+    it("signs out a bearer-token session too", async () => {
+      const ada = await signUp(iam);
+      expect((await call(iam, "POST", "/api/auth/sign-out", { token: ada.token, headers: { origin: iam.origin } })).status).toBe(200);
+      expect((await validate(ada.token)).body).toEqual({ valid: false });
+    });
+
+    it("refuses a cookie-carrying sign-out from an untrusted Origin, keeping the session", async () => {
+      const ada = await signUp(iam);
+      const r = await call(iam, "POST", "/api/auth/sign-out", { cookie: ada.cookie, headers: { origin: "https://evil.example" } });
+      expect(r.status).toBe(403);
+      expect((await validate(ada.token)).body.valid).toBe(true);
+    });
+  });
+});
+
+describe.each(testDatabases())("auth library limits and cookies on $name", ({ open }) => {
+  let database: DatabaseHandle;
+
+  beforeAll(async () => {
+    database = await open();
+  });
+  afterAll(async () => {
+    await database?.close();
+  });
+
+  it("answers the third sign-in within the window with 429 and Retry-After, on any replica, and audits it", async () => {
+    const limits = { enabled: true, windowSeconds: 60, signIn: 2, signUp: 5, magicLink: 5, apiKeyFailures: 30 };
+    // two replicas on one database share the counters
+    const first = await createIam(database, { config: { rateLimits: limits } });
+    const second = await createIam(database, { config: { rateLimits: limits } });
+    const ada = await signUp(first);
+    const signInTo = (iam: Iam) => post(iam, "/api/auth/sign-in/email", { email: ada.email, password: PASSWORD });
+    expect((await signInTo(first)).status).toBe(200);
+    expect((await signInTo(second)).status).toBe(200);
+    const limited = await signInTo(first);
+    expect(limited.status).toBe(429);
+    const retryAfter = Number(limited.headers.get("retry-after"));
+    expect(Number.isInteger(retryAfter)).toBe(true);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect((await signInTo(second)).status).toBe(429);
+
+    const unlimited = await createIam(database);
+    const op = await operator(unlimited);
+    const events = await call(unlimited, "GET", "/api/audit/events?action=auth.rate_limited", { token: op.token });
+    expect(events.body.data.length).toBeGreaterThanOrEqual(2);
+    expect(events.body.data[0]).toMatchObject({
+      action: "auth.rate_limited",
+      outcome: "failure",
+      ip: "127.0.0.1",
+      metadata: { path: "/api/auth/sign-in/email" },
+    });
+  });
+
+  it("sets Secure cookies with the __Secure- prefix on a non-local address, and reads them back", async () => {
+    const iamUrl = "https://iam.example.com";
+    const secure = await createIam(database, { config: { iamUrl, trustedOrigins: [iamUrl], secureCookies: true } });
+    const ada = await signUp(secure);
+    expect(ada.cookie).toMatch(/^__Secure-better-auth\.session_token=/);
+    const r = await post(secure, "/api/auth/sign-in/email", { email: ada.email, password: PASSWORD });
+    const attributes = cookieAttributes(r.headers.get("set-cookie")).attributes;
+    expect(attributes).toEqual(expect.arrayContaining(["secure", "httponly", "samesite=lax"]));
+    const session = await call(secure, "GET", "/api/core/session", { cookie: sessionCookieOf(r) });
+    expect(session.status).toBe(200);
+    expect(session.body.user.id).toBe(ada.userId);
+  });
+});
+
