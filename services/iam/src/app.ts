@@ -4,7 +4,7 @@ import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logge
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
-import { CLIENT_IP_HEADER, createAuth, type Auth } from "./auth.js";
+import { CLIENT_IP_HEADER, createAuth, REQUEST_ID_HEADER, type Auth } from "./auth.js";
 import type { IamConfig } from "./config.js";
 import { createMailer, type Mailer } from "./mailer.js";
 import { PrincipalResolver } from "./principals.js";
@@ -128,6 +128,7 @@ export function createApp(deps: IamDeps) {
   // a client-sent copy of our header is never believed
   app.use(async (c, next) => {
     c.req.raw.headers.delete?.(CLIENT_IP_HEADER);
+    c.req.raw.headers.delete?.(REQUEST_ID_HEADER);
     let ip = "127.0.0.1";
     try {
       ip = getConnInfo(c).remote.address ?? ip;
@@ -154,6 +155,7 @@ export function createApp(deps: IamDeps) {
   app.on(["GET", "POST"], "/api/auth/*", async (c) => {
     const headers = new Headers(c.req.raw.headers);
     headers.set(CLIENT_IP_HEADER, c.get("clientIp" as never) as string);
+    headers.set(REQUEST_ID_HEADER, c.get("requestId"));
     const response = await auth.handler(new Request(c.req.raw, { headers }));
     if (response.status === 429) {
       const retryAfter = response.headers.get("x-retry-after") ?? "60";

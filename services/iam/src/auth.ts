@@ -11,6 +11,8 @@ import type { IamConfig } from "./config.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
 export const CLIENT_IP_HEADER = "x-core-client-ip";
+/** Header our HTTP layer sets to the request's id, so audit records of library routes carry it. */
+export const REQUEST_ID_HEADER = "x-core-request-id";
 
 export interface AuthDeps {
   db: Db;
@@ -43,6 +45,8 @@ const AUDITED: Record<string, AuditInput["action"]> = {
  */
 export function createAuth(deps: AuthDeps) {
   const { config } = deps;
+  // sign-out deletes the session before the after hook runs: whose it was is noted on the way
+  const signingOut = new WeakMap<object, string>();
   return betterAuth({
     appName: "Core",
     baseURL: config.iamUrl,
@@ -89,6 +93,15 @@ export function createAuth(deps: AuthDeps) {
       // origin checks stay on in every environment, tests included
       disableOriginCheck: false,
     },
+    databaseHooks: {
+      session: {
+        delete: {
+          before: async (deleted, ctx) => {
+            if (ctx?.path === "/sign-out" && ctx.request) signingOut.set(ctx.request, deleted.userId);
+          },
+        },
+      },
+    },
     hooks: {
       after: createAuthMiddleware(async (ctx) => {
         if (/^\/(organization|revoke|api-key)\b/.test(ctx.path) || ctx.path === "/sign-out") {
@@ -101,17 +114,19 @@ export function createAuth(deps: AuthDeps) {
         const failed = isAPIError(returned) && Number(returned.statusCode) >= 400;
         const newSession = ctx.context.newSession;
         const session = ctx.context.session as { user?: { id: string } } | null;
+        const signedOut = ctx.request ? signingOut.get(ctx.request) : undefined;
         const headers = ctx.headers ?? ctx.request?.headers;
         const body = (ctx.body ?? {}) as Record<string, unknown>;
         await deps.audit.record({
           action,
           outcome: failed ? "failure" : "success",
-          actorType: newSession || session?.user ? "user" : "anonymous",
-          actorId: newSession?.user.id ?? session?.user?.id ?? null,
+          actorType: newSession || session?.user || signedOut ? "user" : "anonymous",
+          actorId: newSession?.user.id ?? session?.user?.id ?? signedOut ?? null,
           targetType: typeof body.email === "string" ? "email" : null,
           targetId: typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null,
           ip: headers?.get(CLIENT_IP_HEADER) ?? null,
           userAgent: headers?.get("user-agent") ?? null,
+          requestId: headers?.get(REQUEST_ID_HEADER) ?? null,
           metadata: {
             path: ctx.path,
             ...(failed ? { code: (returned as { body?: { code?: string } }).body?.code ?? null, status: Number(returned.statusCode) } : {}),
