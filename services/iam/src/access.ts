@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { forbidden, requestIdOf, unauthenticated } from "@core/kit";
+import { ApiError, forbidden, requestIdOf, unauthenticated } from "@core/kit";
 import { bearerToken, callerOf, holds, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
 
@@ -46,6 +46,16 @@ export interface SessionOptions {
  * on their own, so they need no such check.
  */
 export async function requireSession(c: Context, options: SessionOptions): Promise<SessionCaller> {
+  // settled once per request: the route guard in app.ts and the handler ask the same question
+  const key = options.cookieOnly ? "core:session-cookie" : "core:session";
+  const memo = c.get(key as never) as SessionCaller | undefined;
+  if (memo) return memo;
+  const session = await resolveSession(c, options);
+  c.set(key as never, session as never);
+  return session;
+}
+
+async function resolveSession(c: Context, options: SessionOptions): Promise<SessionCaller> {
   const cookieToken = sessionTokenFromCookie(c, options.secret);
   const bearer = options.cookieOnly ? null : bearerToken(c);
   const token = cookieToken ?? bearer;
@@ -83,6 +93,19 @@ export async function requireCaller(c: Context, resolvers: CredentialResolvers, 
   }
   const caller = await callerOf(c, resolvers);
   if (!caller) throw unauthenticated();
+  return caller;
+}
+
+/** 401 with the Basic challenge of `POST /api/core/service-token` (RFC 7617). */
+export const basicChallenge = () =>
+  new ApiError(401, "UNAUTHENTICATED", "Authenticate with Basic base64(serviceId:secret)", null, {
+    "www-authenticate": 'Basic realm="core-services"',
+  });
+
+/** A service with a service token addressed to IAM; anyone else is 401 (DESIGN §4 contracts). */
+export async function requireServiceCaller(c: Context, resolvers: CredentialResolvers): Promise<Extract<Caller, { kind: "service" }>> {
+  const caller = await callerOf(c, resolvers);
+  if (caller?.kind !== "service") throw unauthenticated("This route is for services: present a service token");
   return caller;
 }
 

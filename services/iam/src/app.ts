@@ -1,6 +1,8 @@
 import { getConnInfo } from "@hono/node-server/conninfo";
 import { eq, sql } from "drizzle-orm";
+import type { Context } from "hono";
 import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
@@ -137,6 +139,23 @@ export function createApp(deps: IamDeps) {
     }
     if (process.env.CORE_TRUST_PROXY === "1") ip = c.req.header("x-forwarded-for")?.split(",")[0]?.trim() || ip;
     c.set("clientIp" as never, ip as never);
+    await next();
+  });
+
+  // who is calling is settled before any input is validated (no credential is 401, never 400);
+  // each route still decides what the caller may do
+  const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
+    [/^\/api\/core\/org-setup$/, (c) => requireSession(c, { ...ctx.session, cookieOnly: true })],
+    [/^\/api\/(validate-session|core\/apikey\/validate)$/, (c) => requireServiceCaller(c, credentials)],
+    [/^\/api\/core\/service-token$/, async (c) => {
+      if (!/^Basic\s/i.test(c.req.header("authorization") ?? "")) throw basicChallenge();
+    }],
+    [/^\/api\/(core\/session|core\/bootstrap|sessions|audit\/|auth\/profile$)/, (c) => requireSession(c, ctx.session)],
+    [/^\/(api\/core|internal)\//, (c) => requireCaller(c, credentials, ctx.session)],
+  ];
+  app.use(async (c, next) => {
+    const guard = guards.find(([pattern]) => pattern.test(c.req.path));
+    if (guard) await guard[1](c);
     await next();
   });
 

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ApiError, errorResponses, forbidden, jsonBody, jsonContent, security, SERVICES, unauthenticated, type ServiceApp } from "@core/kit";
-import { callerOf, PrincipalSchema } from "@core/service-auth";
-import { actorOf } from "../access.js";
+import { PrincipalSchema } from "@core/service-auth";
+import { actorOf, basicChallenge, requireServiceCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { SERVICE_TOKEN_SECONDS } from "../service-tokens.js";
 
@@ -43,9 +43,7 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
       const audit = { action: "service_token.issue" as const, ...actorOf(c, null), targetType: "service", targetId: targetService };
       if (!basic || !ctx.serviceTokens.authenticate(basic.id, basic.secret)) {
         await ctx.audit.record({ ...audit, outcome: "failure", actorId: basic?.id ?? null, metadata: { reason: "bad credentials" } });
-        throw new ApiError(401, "UNAUTHENTICATED", "Authenticate with Basic base64(serviceId:secret)", null, {
-          "www-authenticate": 'Basic realm="core-services"',
-        });
+        throw basicChallenge();
       }
       if (basic.id !== serviceId) {
         await ctx.audit.record({ ...audit, outcome: "failure", actorType: "service", actorId: basic.id, metadata: { reason: "serviceId mismatch" } });
@@ -71,8 +69,7 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
       responses: { 200: jsonContent(ApiKeyAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401, 429) },
     }),
     async (c) => {
-      const caller = await callerOf(c, ctx.credentials);
-      if (caller?.kind !== "service") throw unauthenticated("This route is for services: present a service token");
+      const caller = await requireServiceCaller(c, ctx.credentials);
       const limits = ctx.config.rateLimits;
       const failures = `apikey-failures:${caller.serviceId}`;
       if (limits.enabled) await ctx.rateLimiter.check(failures, limits.apiKeyFailures, limits.windowSeconds);

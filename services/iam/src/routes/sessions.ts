@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
 import { errorResponses, jsonBody, jsonContent, notFound, security, unauthenticated, type ServiceApp } from "@core/kit";
-import { callerOf, PrincipalSchema } from "@core/service-auth";
-import { actorOf, requireSession } from "../access.js";
+import { PrincipalSchema } from "@core/service-auth";
+import { actorOf, requireServiceCaller, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { session, user } from "../db/schema.js";
 import { pathParam } from "./schemas.js";
@@ -35,8 +35,7 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
       responses: { 200: jsonContent(ValidateAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401) },
     }),
     async (c) => {
-      const caller = await callerOf(c, ctx.credentials);
-      if (caller?.kind !== "service") throw unauthenticated("This route is for services: present a service token");
+      const caller = await requireServiceCaller(c, ctx.credentials);
       const principal = await ctx.principals.bySessionToken(c.req.valid("json").token);
       return c.json(principal ? { valid: true as const, principal } : { valid: false as const }, 200);
     },
