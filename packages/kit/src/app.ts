@@ -126,7 +126,7 @@ export function createServiceApp(options: ServiceAppOptions) {
       const code = err.status === 400 ? "BAD_REQUEST" : err.status === 413 ? "PAYLOAD_TOO_LARGE" : "BAD_REQUEST";
       return errorResponse(c, new ApiError(err.status as 400, code, err.message || "Bad request"));
     }
-    logger.error({ requestId: requestIdOf(c), err: { name: (err as Error)?.name, message: (err as Error)?.message, stack: (err as Error)?.stack } }, "unhandled error");
+    logger.error({ requestId: requestIdOf(c), err: loggableError(err) }, "unhandled error");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
   });
 
@@ -172,6 +172,18 @@ export function createServiceApp(options: ServiceAppOptions) {
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;
+
+/**
+ * An error as it may be logged: drizzle's query errors carry the query's parameters (tokens,
+ * emails) in their message, so only the statement and the driver's own message are kept.
+ */
+export function loggableError(err: unknown): { name: string; message: string; stack?: string; cause?: string } {
+  const e = err as Error & { cause?: unknown };
+  const withoutParams = (text: string) => text.replace(/\nparams:[\s\S]*$/, "");
+  const cause = e?.cause instanceof Error ? withoutParams(e.cause.message) : undefined;
+  const message = withoutParams(String(e?.message ?? err));
+  return { name: e?.name ?? "Error", message, stack: e?.stack ? withoutParams(e.stack.split("\n    at ")[0]!) + e.stack.slice(e.stack.indexOf("\n    at ")) : undefined, cause };
+}
 
 function hasBody(c: Context): boolean {
   if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return false;

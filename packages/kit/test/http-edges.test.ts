@@ -41,3 +41,18 @@ describe("requests without a body over real HTTP", () => {
     expect(r.status).toBe(413);
   });
 });
+
+describe("loggableError", () => {
+  it("keeps a failed query's statement and the driver's message but never its parameters", async () => {
+    const { loggableError } = await import("../src/app.js");
+    const cause = new Error('duplicate key value violates unique constraint "x"');
+    const err = Object.assign(new Error("Failed query: select * from iam.session where token = $1\nparams: secret-session-token"), {
+      name: "DrizzleQueryError",
+      cause,
+    });
+    const logged = JSON.stringify(loggableError(err));
+    expect(logged).not.toContain("secret-session-token");
+    expect(logged).toContain("select * from iam.session");
+    expect(logged).toContain("duplicate key value");
+  });
+});
