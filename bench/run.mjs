@@ -1,30 +1,12 @@
 // Runs a TypeScript benchmark from bench/: bundles it with esbuild (workspace code included,
 // npm dependencies external) and imports it. `npm run bench` runs validate-session.ts.
-import { build } from "esbuild";
 import { mkdirSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { root } from "../scripts/build.mjs";
+import { bundle, root } from "../scripts/build.mjs";
 
 const entry = resolve(process.argv[2] ?? join(root, "bench/validate-session.ts"));
 const out = join(root, "node_modules/.cache/core/bench", basename(entry).replace(/\.ts$/, ".mjs"));
 mkdirSync(join(root, "node_modules/.cache/core/bench"), { recursive: true });
-await build({
-  entryPoints: [entry],
-  outfile: out,
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  logLevel: "warning",
-  tsconfig: join(root, "tsconfig.json"),
-  plugins: [
-    {
-      name: "external-dependencies",
-      setup(b) {
-        b.onResolve({ filter: /^[^./]/ }, (args) => (args.path.startsWith("@core/") ? undefined : { path: args.path, external: true }));
-      },
-    },
-  ],
-});
+await bundle(entry, out);
 await import(pathToFileURL(out).href);

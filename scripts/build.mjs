@@ -26,22 +26,25 @@ const externalDependencies = {
   },
 };
 
+/** Bundles one TypeScript entry into one ESM file for Node 20. */
+export function bundle(entry, outfile) {
+  return build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    sourcemap: true,
+    logLevel: "warning",
+    tsconfig: join(root, "tsconfig.json"),
+    plugins: [externalDependencies],
+  });
+}
+
 export async function buildAll() {
   const started = Date.now();
-  for (const entry of entries()) {
-    await build({
-      entryPoints: [entry.in],
-      outfile: `${entry.out}.js`,
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node20",
-      sourcemap: true,
-      logLevel: "warning",
-      tsconfig: join(root, "tsconfig.json"),
-      plugins: [externalDependencies],
-    });
-  }
+  for (const entry of entries()) await bundle(entry.in, `${entry.out}.js`);
   return Date.now() - started;
 }
 

@@ -1,31 +1,13 @@
 // `npm run openapi` writes openapi/<service>.json from the routes; `--check` fails when the
 // committed descriptions differ from what the code generates (spec §9: drift is checked in CI).
-import { build } from "esbuild";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { root } from "./build.mjs";
+import { bundle, root } from "./build.mjs";
 
 const out = join(root, "node_modules/.cache/core/openapi-documents.mjs");
 mkdirSync(join(root, "node_modules/.cache/core"), { recursive: true });
-await build({
-  entryPoints: [join(root, "scripts/lib/openapi-documents.ts")],
-  outfile: out,
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  logLevel: "warning",
-  tsconfig: join(root, "tsconfig.json"),
-  plugins: [
-    {
-      name: "external-dependencies",
-      setup(b) {
-        b.onResolve({ filter: /^[^./]/ }, (args) => (args.path.startsWith("@core/") ? undefined : { path: args.path, external: true }));
-      },
-    },
-  ],
-});
+await bundle(join(root, "scripts/lib/openapi-documents.ts"), out);
 const { openApiDocuments } = await import(pathToFileURL(out).href);
 const documents = await openApiDocuments();
 const check = process.argv.includes("--check");
