@@ -295,6 +295,12 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
   });
 
   describe("DELETE /api/core/organizations/{orgId}/invitations/{invitationId}", () => {
+    it("answers 400 VALIDATION_ERROR naming invitationId for an id over 128 characters", async () => {
+      const r = await revoke(op.orgId, op, "i".repeat(129));
+      expect(r.status).toBe(400);
+      expect(failingFields(r.body)).toContain("invitationId");
+    });
+
     it("revokes a pending invitation, answering { id }; it shows as canceled", async () => {
       const { orgId, owner } = await tenantOrg(iam, op);
       const created = await invite(orgId, owner, { email: uniqueEmail() });

@@ -207,6 +207,15 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
   });
 
   describe("DELETE /api/core/roles/{orgId}/{role}", () => {
+    it("answers 400 VALIDATION_ERROR naming role for a role over 64 characters, and orgId over 128", async () => {
+      const role = await call(iam, "DELETE", `/api/core/roles/${idle.orgId}/${"r".repeat(65)}`, { token: op.token });
+      expect(role.status).toBe(400);
+      expect(failingFields(role.body)).toContain("role");
+      const org = await call(iam, "DELETE", `/api/core/roles/${"o".repeat(129)}/member`, { token: op.token });
+      expect(org.status).toBe(400);
+      expect(failingFields(org.body)).toContain("orgId");
+    });
+
     it("removes the override, answering { orgId, role }; the default applies again", async () => {
       const { orgId, owner, member } = await team();
       await setRole(owner, { orgId, role: "member", permissions: [] });
@@ -438,6 +447,12 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
   });
 
   describe("DELETE /api/core/grants/{id}", () => {
+    it("answers 400 VALIDATION_ERROR naming id for an id over 128 characters", async () => {
+      const r = await call(iam, "DELETE", `/api/core/grants/${"g".repeat(129)}`, { token: op.token });
+      expect(r.status).toBe(400);
+      expect(failingFields(r.body)).toContain("id");
+    });
+
     it("removes a grant, answering { id }; the permission goes with it", async () => {
       const { orgId, owner, member } = await team();
       const g = (await grant(owner, grantBody(owner, member, orgId))).body;

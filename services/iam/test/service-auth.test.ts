@@ -232,6 +232,13 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
       expect(failingFields(r.body)).toContain("key");
     });
 
+    it("never limits failed validations while rate limits are off", async () => {
+      // one more failure than the configured allowance, each with a new key (past the short negative cache)
+      for (let i = 0; i <= iam.config.rateLimits.apiKeyFailures; i++) {
+        expect((await validate(`core_unlimited-${i}`)).status).toBe(200);
+      }
+    });
+
     it("accepts a key of 512 characters (and finds it invalid)", async () => {
       expect(await validate("k".repeat(512))).toMatchObject({ status: 200, body: { valid: false } });
     });
