@@ -11,6 +11,7 @@ import {
   serviceToken,
   signIn,
   signUp,
+  staffedOrg,
   tenantOrg,
   uniqueEmail,
   type Iam,
@@ -51,14 +52,6 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     const r = await read(op, `?limit=100&${new URLSearchParams(filter)}`);
     expect(r.status).toBe(200);
     return r.body.data as (AuditEvent & Record<string, unknown>)[];
-  }
-
-  /** A tenant organization with an owner, an admin and a plain member. */
-  async function team() {
-    const org = await tenantOrg(iam, op);
-    const admin = await joinOrg(iam, org.orgId, org.owner, "admin");
-    const member = await joinOrg(iam, org.orgId, org.owner, "member");
-    return { ...org, admin, member };
   }
 
   describe("events recorded", () => {
@@ -192,7 +185,7 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
 
   describe("GET /api/audit/events", () => {
     it("filters by organization, actor and action", async () => {
-      const { orgId, owner } = await team();
+      const { orgId, owner } = await tenantOrg(iam, op);
       const other = await tenantOrg(iam, op);
       await call(iam, "POST", "/api/core/roles", { token: other.owner.token, body: { orgId: other.orgId, role: "member", permissions: [] } });
       await call(iam, "POST", "/api/core/roles", { token: owner.token, body: { orgId, role: "member", permissions: [] } });
@@ -292,7 +285,7 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     });
 
     it("shows an org admin their organization's events and nothing else", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       await call(iam, "POST", "/api/core/roles", { token: owner.token, body: { orgId, role: "member", permissions: [] } });
       const own = await read(admin);
       expect(own.status).toBe(200);
@@ -303,7 +296,7 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     });
 
     it("refuses an org admin another organization's events with 403", async () => {
-      const { admin } = await team();
+      const { admin } = await staffedOrg(iam, op);
       const other = await tenantOrg(iam, op);
       const r = await read(admin, `?orgId=${other.orgId}`);
       expect(r.status).toBe(403);
@@ -311,13 +304,13 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     });
 
     it("refuses a member without audit:read with 403", async () => {
-      const { member, orgId } = await team();
+      const { member, orgId } = await staffedOrg(iam, op);
       expect((await read(member)).status).toBe(403);
       expect((await read(member, `?orgId=${orgId}`)).status).toBe(403);
     });
 
     it("refuses an admin whose audit:read was denied with 403", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       await call(iam, "POST", "/api/core/grants", {
         token: owner.token,
         body: { userId: admin.userId, orgId, permission: "audit:read", granted: false, grantedBy: owner.userId },
@@ -355,7 +348,7 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     });
 
     it("answers an org admin their organization's events, and 404 for others'", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       await call(iam, "POST", "/api/core/roles", { token: owner.token, body: { orgId, role: "member", permissions: [] } });
       const [mine] = (await read(admin)).body.data;
       expect((await call(iam, "GET", `/api/audit/events/${mine.id}`, { token: admin.token })).status).toBe(200);
@@ -367,7 +360,7 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     });
 
     it("answers 404 to a member without audit:read, and for an unknown event", async () => {
-      const { orgId, member } = await team();
+      const { orgId, member } = await staffedOrg(iam, op);
       const [event] = await eventsWhere({ orgId });
       expect((await call(iam, "GET", `/api/audit/events/${event!.id}`, { token: member.token })).status).toBe(404);
       expect((await call(iam, "GET", "/api/audit/events/aud_nosuchevent", { token: op.token })).status).toBe(404);

@@ -4,12 +4,12 @@ import {
   call,
   createIam,
   failingFields,
-  joinOrg,
   nowSeconds,
   operator,
   principalOf,
   serviceToken,
   signUp,
+  staffedOrg,
   tenantOrg,
   uniqueEmail,
   type Iam,
@@ -44,14 +44,6 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
   const invite = (orgId: string, as: { token: string }, body: Record<string, unknown>) => call(iam, "POST", path(orgId), { token: as.token, body });
   const list = (orgId: string, as: { token: string }, query = "") => call(iam, "GET", `${path(orgId)}${query}`, { token: as.token });
   const revoke = (orgId: string, as: { token: string }, id: string) => call(iam, "DELETE", `${path(orgId)}/${id}`, { token: as.token });
-
-  /** A tenant organization with an owner, an admin and a plain member. */
-  async function team() {
-    const org = await tenantOrg(iam, op);
-    const admin = await joinOrg(iam, org.orgId, org.owner, "admin");
-    const member = await joinOrg(iam, org.orgId, org.owner, "member");
-    return { ...org, admin, member };
-  }
 
   describe("GET /api/core/organizations/{orgId}/invitations", () => {
     let crowded: Awaited<ReturnType<typeof tenantOrg>>;
@@ -144,12 +136,12 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("lets admins, operators and services list", async () => {
-      const { orgId, admin } = await team();
+      const { orgId, admin } = await staffedOrg(iam, op);
       for (const token of [admin.token, op.token, service]) expect((await list(orgId, { token })).status).toBe(200);
     });
 
     it("refuses a plain member and the owner of another organization with 403", async () => {
-      const { orgId, member } = await team();
+      const { orgId, member } = await staffedOrg(iam, op);
       expect((await list(orgId, member)).status).toBe(403);
       expect((await list(orgId, crowded.owner)).status).toBe(403);
     });
@@ -210,7 +202,7 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("lets owners and operators invite owners, and refuses admins with 403", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       expect((await invite(orgId, owner, { email: uniqueEmail(), role: "owner" })).body.role).toBe("owner");
       expect((await invite(orgId, op, { email: uniqueEmail(), role: "owner" })).status).toBe(201);
       const r = await invite(orgId, admin, { email: uniqueEmail(), role: "owner" });
@@ -219,7 +211,7 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("takes inviterId when it is the caller, and refuses anyone else's with 403", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       expect((await invite(orgId, owner, { email: uniqueEmail(), inviterId: owner.userId })).status).toBe(201);
       const r = await invite(orgId, owner, { email: uniqueEmail(), inviterId: admin.userId });
       expect(r.status).toBe(403);
@@ -255,14 +247,14 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("answers 409 for someone who is a member already", async () => {
-      const { orgId, owner, member } = await team();
+      const { orgId, owner, member } = await staffedOrg(iam, op);
       const r = await invite(orgId, owner, { email: member.email });
       expect(r.status).toBe(409);
       expect(r.body.error.code).toBe("ALREADY_MEMBER");
     });
 
     it("refuses a plain member and the owner of another organization with 403", async () => {
-      const { orgId, member } = await team();
+      const { orgId, member } = await staffedOrg(iam, op);
       const other = await tenantOrg(iam, op);
       expect((await invite(orgId, member, { email: uniqueEmail() })).status).toBe(403);
       expect((await invite(orgId, other.owner, { email: uniqueEmail() })).status).toBe(403);
@@ -349,7 +341,7 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("lets admins, operators and services revoke", async () => {
-      const { orgId, owner, admin } = await team();
+      const { orgId, owner, admin } = await staffedOrg(iam, op);
       for (const token of [admin.token, op.token, service]) {
         const created = await invite(orgId, owner, { email: uniqueEmail() });
         expect((await revoke(orgId, { token }, created.body.id)).status).toBe(200);
@@ -357,7 +349,7 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
     });
 
     it("refuses a plain member and the owner of another organization with 403, leaving it pending", async () => {
-      const { orgId, owner, member } = await team();
+      const { orgId, owner, member } = await staffedOrg(iam, op);
       const other = await tenantOrg(iam, op);
       const created = await invite(orgId, owner, { email: uniqueEmail() });
       expect((await revoke(orgId, member, created.body.id)).status).toBe(403);

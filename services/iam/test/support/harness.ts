@@ -231,5 +231,13 @@ export async function joinOrg(iam: Iam, orgId: string, inviter: { token: string 
   return person;
 }
 
+/** A tenant organization with an owner, an admin and a plain member. */
+export async function staffedOrg(iam: Iam, by: { token: string }) {
+  const org = await tenantOrg(iam, by);
+  const admin = await joinOrg(iam, org.orgId, org.owner, "admin");
+  const member = await joinOrg(iam, org.orgId, org.owner, "member");
+  return { ...org, admin, member };
+}
+
 /** The paths named in a 400 VALIDATION_ERROR answer's details. */
 export const failingFields = (body: { error: { details: { path: string }[] } }) => body.error.details.map((d) => d.path);
