@@ -321,9 +321,8 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
     it("shows operators everything, events without an organization included", async () => {
       const ada = await signUp(iam);
       const { orgId } = await tenantOrg(iam, op);
-      const all = (await read(op, "?limit=100")).body.data as AuditEvent[];
-      expect(all.some((e) => e.orgId === null)).toBe(true);
-      expect((await eventsWhere({ actorId: ada.userId })).map((e) => e.action)).toContain("auth.sign_up");
+      const [signUpEvent] = await eventsWhere({ actorId: ada.userId, action: "auth.sign_up" });
+      expect(signUpEvent).toMatchObject({ orgId: null, actorId: ada.userId });
       expect((await eventsWhere({ orgId })).map((e) => e.action)).toContain("organization.create");
       // a plain member of the operator organization reads everything too (operators' members hold audit:read)
       const opMember = await joinOrg(iam, op.orgId, op);
