@@ -43,11 +43,14 @@ export interface FieldIssue {
 
 /** Zod issues as `details` of a 400 VALIDATION_ERROR: one entry per failing field. */
 export function fieldIssues(error: ZodError): FieldIssue[] {
-  return error.issues.map((issue) => ({
-    path: issue.path.map(String).join(".") || "(body)",
-    message: issue.message,
-    code: issue.code,
-  }));
+  return error.issues.flatMap((issue): FieldIssue[] => {
+    const at = issue.path.map(String);
+    // a strict object names its unknown fields in one issue: report each field on its own
+    if (issue.code === "unrecognized_keys") {
+      return issue.keys.map((key) => ({ path: [...at, key].join("."), message: `Unknown field "${key}"`, code: issue.code }));
+    }
+    return [{ path: at.join(".") || "(body)", message: issue.message, code: issue.code }];
+  });
 }
 
 export function validationError(error: ZodError, where = "request"): ApiError {

@@ -56,3 +56,19 @@ describe("loggableError", () => {
     expect(logged).toContain("duplicate key value");
   });
 });
+
+describe("validation details", () => {
+  it("names each unknown field of a strict body in details", async () => {
+    const { z, createRoute } = await import("@hono/zod-openapi");
+    const { jsonBody } = await import("../src/index.js");
+    const app = createServiceApp({ service: "t", title: "t", logger: silentLogger() });
+    app.openapi(
+      createRoute({ method: "post", path: "/strict", request: { body: jsonBody(z.object({ name: z.string() }).strict()) }, responses: { 200: { description: "ok" } } }),
+      (c) => c.json({ ok: true }, 200),
+    );
+    const r = await app.request("/strict", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "a", role: "x", admin: true }) });
+    expect(r.status).toBe(400);
+    const body = (await r.json()) as { error: { details: { path: string }[] } };
+    expect(body.error.details.map((d) => d.path).sort()).toEqual(["admin", "role"]);
+  });
+});

@@ -283,6 +283,17 @@ describe.each(testDatabases())("platforms on $name", (database) => {
       expect(retier.body.error.code).toBe("PLATFORM_SUSPENDED");
     });
 
+    it("answers 200 and changes nothing when a suspended platform is suspended again", async () => {
+      const platform = await r.createPlatform();
+      const service = await r.as.service();
+      const first = await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { status: "suspended" } });
+      const again = await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { status: "suspended" } });
+      expect(again.status).toBe(200);
+      expect(again.body).toEqual(first.body);
+      const withRename = await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { status: "suspended", name: "Sneaky" } });
+      expect(withRename.status).toBe(403);
+    });
+
     it("lets a service lift the suspension, after which changes work again", async () => {
       const platform = await r.createPlatform();
       const service = await r.as.service();

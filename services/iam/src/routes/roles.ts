@@ -50,7 +50,7 @@ export function roleRoutes(app: ServiceApp, ctx: IamContext) {
         ...ORG_ROLES.filter((r) => !custom.some((m) => m.role === r)).map((role) => ({
           orgId,
           role,
-          permissions: defaultPermissions(org.orgType, role),
+          permissions: defaultPermissions(org.orgType, role).sort(),
           source: "default" as const,
         })),
         ...custom.map((m) => ({ orgId, role: m.role, permissions: m.permissions, source: "custom" as const })),

@@ -101,8 +101,13 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
       if (administrative) await authorizePlatformAdmin(c, credentials);
       else await authorizePlatform(c, credentials, platformId, "platform:write");
       const current = await findPlatform(db, platformId);
-      // a suspended platform keeps reads and loses writes; lifting the suspension is the way back
-      if (current.status === "suspended" && changes.status !== "active") throw platformSuspended();
+      // a suspended platform keeps reads and loses writes; lifting the suspension is the way back,
+      // and suspending it again changes nothing
+      if (current.status === "suspended" && changes.status !== "active") {
+        const onlySuspends = Object.keys(changes).length === 1 && changes.status === "suspended";
+        if (onlySuspends) return c.json(platformJson(current), 200);
+        throw platformSuspended();
+      }
       return c.json(platformJson(await updatePlatform(db, clock, platformId, changes)), 200);
     },
   );
