@@ -47,6 +47,13 @@ export function errorResponse(c: Context, err: ApiError): Response {
   return c.json(body, err.status, err.headers);
 }
 
+/** A Response made elsewhere (a library's handler), with this request's id added. */
+export function withRequestId(c: Context, response: Response): Response {
+  const copy = new Response(response.body, response);
+  copy.headers.set("x-request-id", requestIdOf(c));
+  return copy;
+}
+
 /** Routes whose error bodies carry no `details` (spec §2.3) mark themselves with this. */
 export const withoutErrorDetails: MiddlewareHandler = async (c, next) => {
   c.set("omitErrorDetails" as never, true as never);
@@ -75,19 +82,14 @@ export function createServiceApp(options: ServiceAppOptions) {
     const incoming = c.req.header("x-request-id");
     const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     c.set("requestId", id);
+    // set before the handler so responses made with c.json() carry it without being rebuilt;
+    // a handler returning a foreign Response passes it through withRequestId()
+    c.header("x-request-id", id);
     const started = performance.now();
     await next();
-    // set after the handler: a Response returned as-is (the auth library's) skips c.header()
-    try {
-      c.res.headers.set("x-request-id", id);
-    } catch {
-      c.res = new Response(c.res.body, c.res);
-      c.res.headers.set("x-request-id", id);
-    }
     const seconds = (performance.now() - started) / 1000;
     const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
-    metrics.requests.inc({ method: c.req.method, route, status: String(c.res.status) });
-    metrics.duration.observe({ method: c.req.method, route }, seconds);
+    metrics.record(c.req.method, route, c.res.status, seconds);
     // the path only: query strings can carry tokens (magic-link verify)
     logger.info(
       { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 10000) / 10 },
@@ -97,26 +99,20 @@ export function createServiceApp(options: ServiceAppOptions) {
 
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
   const streamingLimit = bodyLimit({ maxSize: maxBodyBytes, onError: (c) => errorResponse(c, tooLarge()) });
-  app.use(async (c, next) => {
+  // one plain (not async) middleware for bodies: every extra async step costs on the hot path
+  app.use((c, next) => {
+    const length = c.req.header("content-length");
+    if (length === undefined ? !hasBody(c) : Number(length) === 0) return next();
     // a declared length is checked without touching the body; hono's limiter wraps the stream,
     // which costs a full Request per call, so it only guards bodies of unknown length
-    const length = c.req.header("content-length");
-    if (length !== undefined) {
-      if (Number(length) > maxBodyBytes) throw tooLarge();
-      return next();
-    }
-    if (!hasBody(c)) return next();
-    return streamingLimit(c, next);
-  });
-
-  app.use(async (c, next) => {
-    if (hasBody(c) && !ownsBody(c.req.path)) {
+    if (length !== undefined && Number(length) > maxBodyBytes) throw tooLarge();
+    if (!ownsBody(c.req.path)) {
       const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
       if (!JSON_MEDIA.test(type)) {
         throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
       }
     }
-    await next();
+    return length === undefined ? streamingLimit(c, next) : next();
   });
 
   app.onError((err, c) => {

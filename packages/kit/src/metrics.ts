@@ -23,4 +23,22 @@ export class ServiceMetrics {
       registers: [this.registry],
     });
   }
+
+  private readonly counters = new Map<string, { inc(): void }>();
+  private readonly timers = new Map<string, { observe(value: number): void }>();
+
+  /**
+   * Counts one answered request. The labelled children are kept per label set: prom-client would
+   * otherwise hash the labels on every request, and this runs on every request of every service.
+   */
+  record(method: string, route: string, status: number, seconds: number): void {
+    const counterKey = `${method} ${route} ${status}`;
+    let counter = this.counters.get(counterKey);
+    if (!counter) this.counters.set(counterKey, (counter = this.requests.labels({ method, route, status: String(status) })));
+    counter.inc();
+    const timerKey = `${method} ${route}`;
+    let timer = this.timers.get(timerKey);
+    if (!timer) this.timers.set(timerKey, (timer = this.duration.labels({ method, route })));
+    timer.observe(seconds);
+  }
 }

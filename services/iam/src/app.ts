@@ -1,8 +1,7 @@
-import { getConnInfo } from "@hono/node-server/conninfo";
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
-import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
+import { createServiceApp, systemClock, withRequestId, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { basicChallenge, clientIpOf, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
@@ -126,22 +125,6 @@ export function createApp(deps: IamDeps) {
     ownsBody: (path) => path.startsWith("/api/auth/") && path !== "/api/auth/profile",
   });
 
-  // the client address, from the socket (or the proxy's X-Forwarded-For when CORE_TRUST_PROXY=1);
-  // a client-sent copy of our header is never believed
-  app.use(async (c, next) => {
-    c.req.raw.headers.delete?.(CLIENT_IP_HEADER);
-    c.req.raw.headers.delete?.(REQUEST_ID_HEADER);
-    let ip = "127.0.0.1";
-    try {
-      ip = getConnInfo(c).remote.address ?? ip;
-    } catch {
-      // in-process requests (tests) have no socket
-    }
-    if (process.env.CORE_TRUST_PROXY === "1") ip = c.req.header("x-forwarded-for")?.split(",")[0]?.trim() || ip;
-    c.set("clientIp" as never, ip as never);
-    await next();
-  });
-
   // who is calling is settled before any input is validated (no credential is 401, never 400);
   // each route still decides what the caller may do
   const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
@@ -153,10 +136,9 @@ export function createApp(deps: IamDeps) {
     [/^\/api\/(core\/session|core\/bootstrap|sessions|audit\/|auth\/profile$)/, (c) => requireSession(c, ctx.session)],
     [/^\/(api\/core|internal)\//, (c) => requireCaller(c, credentials, ctx.session)],
   ];
-  app.use(async (c, next) => {
+  app.use((c, next) => {
     const guard = guards.find(([pattern]) => pattern.test(c.req.path));
-    if (guard) await guard[1](c);
-    await next();
+    return guard ? guard[1](c).then(() => next()) : next();
   });
 
   sessionRoutes(app, ctx);
@@ -173,7 +155,8 @@ export function createApp(deps: IamDeps) {
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
   app.on(["GET", "POST"], "/api/auth/*", async (c) => {
     const headers = new Headers(c.req.raw.headers);
-    headers.set(CLIENT_IP_HEADER, c.get("clientIp" as never) as string);
+    // our values replace anything a client sent under these names
+    headers.set(CLIENT_IP_HEADER, clientIpOf(c));
     headers.set(REQUEST_ID_HEADER, c.get("requestId"));
     const response = await auth.handler(new Request(c.req.raw, { headers }));
     if (response.status === 429) {
@@ -184,14 +167,14 @@ export function createApp(deps: IamDeps) {
         action: "auth.rate_limited",
         outcome: "failure",
         actorType: "anonymous",
-        ip: c.get("clientIp" as never) as string,
+        ip: clientIpOf(c),
         userAgent: c.req.header("user-agent") ?? null,
         requestId: c.get("requestId"),
         metadata: { path: c.req.path },
       });
-      return limited;
+      return withRequestId(c, limited);
     }
-    return response;
+    return withRequestId(c, response);
   });
 
   return Object.assign(app, { ctx });

@@ -150,6 +150,14 @@ describe.each(testDatabases())("sessions on $name", ({ open }) => {
       expect(failingFields(r.body)).toContain("token");
     });
 
+    it("answers 400 BAD_REQUEST for a malformed JSON body, and 415 for a body that is not JSON", async () => {
+      const malformed = await call(iam, "POST", "/api/validate-session", { token: service, body: '{"token": ' });
+      expect(malformed.status).toBe(400);
+      expect(malformed.body.error.code).toBe("BAD_REQUEST");
+      const text = await call(iam, "POST", "/api/validate-session", { token: service, body: "token=x", headers: { "content-type": "text/plain" } });
+      expect(text.status).toBe(415);
+    });
+
     it("accepts a token of 512 characters (and finds no such session)", async () => {
       const r = await validate("t".repeat(512));
       expect(r).toMatchObject({ status: 200, body: { valid: false } });

@@ -1,4 +1,5 @@
 import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import type { MiddlewareHandler } from "hono";
 import { requireCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { platformRoutes } from "./routes/platforms.js";
@@ -26,8 +27,9 @@ export function createApp(deps: RegistryDeps) {
     healthChecks: deps.healthChecks ?? [],
   });
   // who is calling is settled before any input is validated: no credential is 401, never 400
-  app.use("/platforms", (c, next) => requireCaller(c, deps.credentials).then(() => next()));
-  app.use("/platforms/*", (c, next) => requireCaller(c, deps.credentials).then(() => next()));
+  const settleCaller: MiddlewareHandler = (c, next) => requireCaller(c, deps.credentials).then(() => next());
+  app.use("/platforms", settleCaller);
+  app.use("/platforms/*", settleCaller);
   platformRoutes(app, resolved);
   stackRoutes(app, resolved);
   return app;

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
-import { errorResponses, jsonBody, jsonContent, notFound, security, unauthenticated, type ServiceApp } from "@core/kit";
+import { errorResponses, jsonBody, jsonContent, notFound, readJsonBody, security, unauthenticated, type ServiceApp } from "@core/kit";
 import { PrincipalSchema } from "@core/service-auth";
 import { actorOf, requireServiceCaller, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
@@ -25,21 +25,23 @@ const SessionItem = z
 
 /** Sessions (spec §4.2, DESIGN §4 service contracts). */
 export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
-  app.openapi(
-    createRoute({
-      method: "post",
-      path: "/api/validate-session",
-      summary: "Service-to-service session validation: a session token → its principal (hot path)",
-      security: security.bearer,
-      request: { body: jsonBody(ValidateInput) },
-      responses: { 200: jsonContent(ValidateAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401) },
-    }),
-    async (c) => {
-      const caller = await requireServiceCaller(c, ctx.credentials);
-      const principal = await ctx.principals.bySessionToken(c.req.valid("json").token);
-      return c.json(principal ? { valid: true as const, principal } : { valid: false as const }, 200);
-    },
-  );
+  // the hottest route of the system (DESIGN §4): described like every other route, but its body
+  // is read by readJsonBody rather than the validator middleware, which costs a third of its time
+  const validateSession = createRoute({
+    method: "post",
+    path: "/api/validate-session",
+    summary: "Service-to-service session validation: a session token → its principal (hot path)",
+    security: security.bearer,
+    request: { body: jsonBody(ValidateInput) },
+    responses: { 200: jsonContent(ValidateAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401) },
+  });
+  app.openAPIRegistry.registerPath(validateSession);
+  app.post(validateSession.path, async (c) => {
+    await requireServiceCaller(c, ctx.credentials);
+    const { token } = await readJsonBody(c, ValidateInput);
+    const principal = await ctx.principals.bySessionToken(token);
+    return c.json(principal ? { valid: true as const, principal } : { valid: false as const }, 200);
+  });
 
   app.openapi(
     createRoute({
