@@ -28,12 +28,14 @@ export function bearerToken(c: Context): string | null {
  * that is present but invalid: a wrong credential is never treated as no credential.
  * Resolved once per request.
  */
-export async function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
-  const memo = c.get(CALLER as never) as Caller | null | undefined;
-  if (memo !== undefined) return memo;
-  const caller = await resolveCaller(c, resolvers);
-  c.set(CALLER as never, caller as never);
-  return caller;
+export function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
+  // the pending answer is shared, so asking twice (route guard, then handler) resolves once
+  let pending = c.get(CALLER as never) as Promise<Caller | null> | undefined;
+  if (!pending) {
+    pending = resolveCaller(c, resolvers);
+    c.set(CALLER as never, pending as never);
+  }
+  return pending;
 }
 
 async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
