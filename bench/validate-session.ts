@@ -13,9 +13,9 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join, resolve } from "node:path";
 import { sql } from "drizzle-orm";
-import { listen, silentLogger } from "@core/kit";
+import { createServiceApp, listen, silentLogger } from "@core/kit";
 import { applyMigrations, openDatabase } from "@core/storage";
-import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
+import { remoteResolvers, requireCaller, ServiceTokenClient } from "@core/service-auth";
 import { createApp as createIam } from "../services/iam/src/app.js";
 import { createApp as createRegistry } from "../services/platform-registry/src/app.js";
 import { freePort, REGISTRY_SECRET, testConfig } from "../services/iam/test/support/harness.js";
@@ -83,6 +83,19 @@ const registry = createRegistry({
 });
 const registryServer = await listen(registry, registryPort, "127.0.0.1");
 
+// the credential middleware alone: a resource service's route that does no work of its own
+const resolvers = remoteResolvers({
+  iamUrl,
+  serviceId: "platform-registry",
+  tokens: new ServiceTokenClient(iamUrl, { serviceId: "platform-registry", secret: REGISTRY_SECRET }),
+});
+const guarded = createServiceApp({ service: "bench", title: "bench", logger: silentLogger() });
+guarded.get("/whoami", async (c) => {
+  const caller = await requireCaller(c, resolvers);
+  return c.json({ userId: caller.kind === "principal" ? caller.principal.userId : null });
+});
+const guardedServer = await listen(guarded, 0, "127.0.0.1");
+
 // one signed-up user, plus many extra sessions of theirs for the cold run
 const signUp = await fetch(`${iamUrl}/api/auth/sign-up/email`, {
   method: "POST",
@@ -128,8 +141,13 @@ const cold = await load(`POST /api/validate-session, cold (${coldTokens} tokens)
   ...post(""),
   bodiesFile,
 });
-const middleware = await load("registry GET /platforms behind the middleware", {
-  url: `${`http://127.0.0.1:${registryPort}`}/platforms`,
+const middleware = await load("credential middleware, route doing nothing", {
+  url: `${guardedServer.url}/whoami`,
+  method: "GET",
+  headers: { authorization: `Bearer ${token}` },
+});
+const registryRead = await load(`registry GET /platforms (middleware + ${database.kind} read)`, {
+  url: `http://127.0.0.1:${registryPort}/platforms`,
   method: "GET",
   headers: { authorization: `Bearer ${token}` },
 });
@@ -137,8 +155,10 @@ const middleware = await load("registry GET /platforms behind the middleware", {
 console.log("");
 console.log(`warm validate-session / raw node:http     ${(warm / rawRate).toFixed(2)}   (target ≥ 0.50)`);
 console.log(`cold validate-session / raw node:http     ${(cold / rawRate).toFixed(2)}`);
-console.log(`credential middleware route / raw         ${(middleware / rawRate).toFixed(2)}`);
+console.log(`credential middleware / raw node:http     ${(middleware / rawRate).toFixed(2)}`);
+console.log(`registry read / raw node:http             ${(registryRead / rawRate).toFixed(2)}`);
 
+await guardedServer.close();
 await registryServer.close();
 await iamServer.close();
 raw.close();
