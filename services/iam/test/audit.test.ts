@@ -1,21 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import {
-  call,
-  createIam,
-  failingFields,
-  joinOrg,
-  nowSeconds,
-  operator,
-  PASSWORD,
-  serviceToken,
-  signIn,
-  signUp,
-  staffedOrg,
-  tenantOrg,
-  uniqueEmail,
-  type Iam,
-} from "./support/harness.js";
+import { call, createIam, failingFields, joinOrg, nowSeconds, operator, PASSWORD, serviceToken, signIn, signUp, staffedOrg, tenantOrg, uniqueEmail, type Iam, iamWithOperator, type Operator } from "./support/harness.js";
 
 const EVENT_KEYS = ["action", "actorId", "actorType", "at", "id", "ip", "metadata", "orgId", "outcome", "requestId", "targetId", "targetType", "userAgent"];
 
@@ -32,18 +17,10 @@ interface AuditEvent {
 describe.each(testDatabases())("audit on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  let op: Awaited<ReturnType<typeof operator>>;
+  let op: Operator;
   let service: string;
-
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const read = (reader: { token: string }, query = "") => call(iam, "GET", `/api/audit/events${query}`, { token: reader.token });
 

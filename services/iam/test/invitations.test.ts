@@ -1,19 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import {
-  call,
-  createIam,
-  failingFields,
-  nowSeconds,
-  operator,
-  principalOf,
-  serviceToken,
-  signUp,
-  staffedOrg,
-  tenantOrg,
-  uniqueEmail,
-  type Iam,
-} from "./support/harness.js";
+import { call, failingFields, nowSeconds, principalOf, signUp, staffedOrg, tenantOrg, uniqueEmail, type Iam, iamWithOperator, type Operator } from "./support/harness.js";
 
 const INVITATION_KEYS = ["createdAt", "email", "expiresAt", "id", "inviterId", "organizationId", "role", "status"];
 
@@ -27,18 +14,10 @@ interface Invitation {
 describe.each(testDatabases())("invitations on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  let op: Awaited<ReturnType<typeof operator>>;
+  let op: Operator;
   let service: string;
-
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const path = (orgId: string) => `/api/core/organizations/${orgId}/invitations`;
   const invite = (orgId: string, as: { token: string }, body: Record<string, unknown>) => call(iam, "POST", path(orgId), { token: as.token, body });

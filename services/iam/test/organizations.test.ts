@@ -1,36 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import {
-  call,
-  createIam,
-  failingFields,
-  joinOrg,
-  operator,
-  principalOf,
-  serviceToken,
-  signUp,
-  tenantOrg,
-  uniqueSlug,
-  type Iam,
-} from "./support/harness.js";
+import { call, createIam, failingFields, joinOrg, operator, principalOf, signUp, tenantOrg, uniqueSlug, type Iam, iamWithOperator, type Operator } from "./support/harness.js";
 
 const ORGANIZATION_KEYS = ["createdAt", "id", "name", "orgType", "platformId", "slug"];
 
 describe.each(testDatabases())("organizations on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  let op: Awaited<ReturnType<typeof operator>>;
+  let op: Operator;
   let service: string;
-
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const create = (body: unknown, as: { token?: string; headers?: Record<string, string> } = { token: op.token }) =>
     call(iam, "POST", "/api/core/organizations", { ...as, body });

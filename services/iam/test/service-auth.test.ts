@@ -3,18 +3,7 @@ import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JS
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
 import { apikey } from "../src/db/schema.js";
-import {
-  call,
-  createIam,
-  failingFields,
-  operator,
-  REGISTRY_SECRET,
-  serviceToken,
-  signUp,
-  tenantOrg,
-  type Iam,
-  type SignedUp,
-} from "./support/harness.js";
+import { call, createIam, failingFields, REGISTRY_SECRET, serviceToken, signUp, tenantOrg, type Iam, type SignedUp, iamWithOperator, type Operator } from "./support/harness.js";
 
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`;
 
@@ -28,18 +17,10 @@ async function createKey(iam: Iam, owner: SignedUp, body: Record<string, unknown
 describe.each(testDatabases())("service tokens and API keys on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
+  let op: Operator;
   let service: string;
-  let op: Awaited<ReturnType<typeof operator>>;
-
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    service = await serviceToken(iam);
-    op = await operator(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const issue = (body: unknown, authorization?: string) =>
     call(iam, "POST", "/api/core/service-token", { body, headers: authorization ? { authorization } : {} });

@@ -2,18 +2,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { session } from "../src/db/schema.js";
-import {
-  call,
-  createIam,
-  failingFields,
-  operator,
-  REGISTRY_SECRET,
-  serviceToken,
-  signIn,
-  signUp,
-  tenantOrg,
-  type Iam,
-} from "./support/harness.js";
+import { call, failingFields, operator, REGISTRY_SECRET, serviceToken, signIn, signUp, tenantOrg, type Iam, iamWithOperator, type Operator } from "./support/harness.js";
 
 const PRINCIPAL_KEYS = [
   "apiKeyId",
@@ -34,18 +23,10 @@ const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 describe.each(testDatabases())("sessions on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  let op: Awaited<ReturnType<typeof operator>>;
+  let op: Operator;
   let service: string;
-
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const validate = (token: string, as = service) => call(iam, "POST", "/api/validate-session", { token: as, body: { token } });
 

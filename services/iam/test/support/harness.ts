@@ -241,3 +241,14 @@ export async function staffedOrg(iam: Iam, by: { token: string }) {
 
 /** The paths named in a 400 VALIDATION_ERROR answer's details. */
 export const failingFields = (body: { error: { details: { path: string }[] } }) => body.error.details.map((d) => d.path);
+
+export type Operator = Awaited<ReturnType<typeof operator>>;
+
+/** The usual start of an IAM suite: a database, IAM on it, a bootstrapped operator and a service token. */
+export async function iamWithOperator(open: () => Promise<DatabaseHandle>, options: Parameters<typeof createIam>[1] = {}) {
+  const database = await open();
+  const iam = await createIam(database, options);
+  const op = await operator(iam);
+  const service = await serviceToken(iam);
+  return { database, iam, op, service };
+}
