@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, systemClock, withRequestId, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, systemClock, withoutErrorDetails, withRequestId, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { basicChallenge, clientIpOf, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
@@ -24,6 +24,9 @@ import { profileRoutes } from "./routes/profile.js";
 import { roleRoutes } from "./routes/roles.js";
 import { serviceRoutes } from "./routes/service-auth.js";
 import { sessionRoutes } from "./routes/sessions.js";
+import { oauthRoutes } from "./routes/oauth.js";
+import { cliRoutes } from "./routes/cli.js";
+import { DeviceFlow } from "./device-flow.js";
 
 export interface IamDeps {
   db: Db;
@@ -53,6 +56,7 @@ export interface IamContext {
   serviceTokens: ServiceTokens;
   registry: RegistryClient;
   rateLimiter: RateLimiter;
+  deviceFlow: DeviceFlow;
   credentials: CredentialResolvers;
   mailer: Mailer;
   session: { secret: string; trustedOrigins: string[]; principals: PrincipalResolver };
@@ -111,6 +115,7 @@ export function createApp(deps: IamDeps) {
     serviceTokens,
     registry: new RegistryClient(config.registryUrl, serviceTokens, deps.fetch),
     rateLimiter: new RateLimiter(db, clock),
+    deviceFlow: new DeviceFlow(db, clock, config),
     credentials,
     mailer,
     session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
@@ -122,12 +127,16 @@ export function createApp(deps: IamDeps) {
     description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
     logger,
     healthChecks: deps.healthChecks ?? [],
-    ownsBody: (path) => path.startsWith("/api/auth/") && path !== "/api/auth/profile",
+    // the auth library and the OAuth endpoints (forms, RFC 6749) read their own bodies
+    ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/"),
   });
 
   // who is calling is settled before any input is validated (no credential is 401, never 400);
   // each route still decides what the caller may do
+  app.use("/api/v1/cli/*", withoutErrorDetails);
   const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
+    [/^\/oauth\/device\/(authorize|deny)$/, (c) => requireSession(c, ctx.session)],
+    [/^\/api\/v1\/cli\//, (c) => requireSession(c, ctx.session)],
     [/^\/api\/core\/org-setup$/, (c) => requireSession(c, { ...ctx.session, cookieOnly: true })],
     [/^\/api\/(validate-session|core\/apikey\/validate)$/, (c) => requireServiceCaller(c, credentials)],
     [/^\/api\/core\/service-token$/, async (c) => {
@@ -151,6 +160,8 @@ export function createApp(deps: IamDeps) {
   platformStatusRoutes(app, ctx);
   auditRoutes(app, ctx);
   profileRoutes(app, ctx);
+  oauthRoutes(app, ctx);
+  cliRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
   app.on(["GET", "POST"], "/api/auth/*", async (c) => {

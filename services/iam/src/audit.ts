@@ -27,7 +27,14 @@ export type AuditAction =
   | "apikey.validate"
   | "service_token.issue"
   | "platform.status"
-  | "profile.update";
+  | "profile.update"
+  | "device.start"
+  | "device.approve"
+  | "device.deny"
+  | "device.token"
+  | "token.refresh"
+  | "token.refresh_reuse"
+  | "token.revoke";
 
 export interface AuditInput {
   action: AuditAction;

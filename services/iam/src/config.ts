@@ -10,6 +10,14 @@ export interface IamConfig {
   sessionSeconds: number;
   invitationSeconds: number;
   bootstrapToken: string | undefined;
+  /** the device flow's activation page (spec {activation_url}; DESIGN §1: {iam_url}/device) */
+  activationUrl: string;
+  /** RFC 8628 device code lifetime and polling interval (DESIGN §5: 10 minutes, 5 s) */
+  deviceCodeSeconds: number;
+  deviceIntervalSeconds: number;
+  /** CLI access token (an IAM session) and refresh token lifetimes (DESIGN §5: 1 hour, 30 days) */
+  accessTokenSeconds: number;
+  refreshTokenSeconds: number;
   smtpUrl: string | undefined;
   mailFrom: string;
   outboxDir: string;
@@ -21,6 +29,8 @@ export interface IamConfig {
     magicLink: number;
     /** failed API key validations per caller and window */
     apiKeyFailures: number;
+    /** wrong user codes entered on the activation page, per user and window */
+    userCodeFailures: number;
   };
 }
 
@@ -52,6 +62,11 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     sessionSeconds: positiveInt(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
     invitationSeconds: positiveInt(env, "CORE_INVITATION_SECONDS", 60 * 60 * 24 * 7),
     bootstrapToken: env.CORE_BOOTSTRAP_TOKEN || undefined,
+    activationUrl: (env.CORE_ACTIVATION_URL || `${iamUrl}/device`).replace(/\/+$/, ""),
+    deviceCodeSeconds: positiveInt(env, "CORE_DEVICE_CODE_SECONDS", 600),
+    deviceIntervalSeconds: positiveInt(env, "CORE_DEVICE_INTERVAL_SECONDS", 5),
+    accessTokenSeconds: positiveInt(env, "CORE_ACCESS_TOKEN_SECONDS", 3600),
+    refreshTokenSeconds: positiveInt(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
     smtpUrl: env.SMTP_URL || undefined,
     mailFrom: env.CORE_MAIL_FROM || "Core <no-reply@localhost>",
     outboxDir: join(common.dataDir, "outbox"),
@@ -62,6 +77,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       signUp: positiveInt(env, "CORE_RATE_LIMIT_SIGN_UP", 5),
       magicLink: positiveInt(env, "CORE_RATE_LIMIT_MAGIC_LINK", 5),
       apiKeyFailures: positiveInt(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
+      userCodeFailures: positiveInt(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
     },
   };
 }

@@ -1,4 +1,5 @@
-import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * IAM's tables, in its own Postgres schema (DESIGN §2). The first group holds better-auth's models
@@ -256,4 +257,55 @@ export const rateWindows = iam.table(
     count: integer("count").notNull(),
   },
   (t) => [primaryKey({ columns: [t.key, t.windowStart] })],
+);
+
+/**
+ * Device authorization requests of the CLI (RFC 8628, DESIGN §5). The device code is kept only
+ * as a SHA-256 digest; the user code is unique among pending requests.
+ */
+export const deviceCodes = iam.table(
+  "device_codes",
+  {
+    id: text("id").primaryKey(),
+    deviceCodeHash: text("device_code_hash").notNull().unique(),
+    userCode: text("user_code").notNull(),
+    clientId: text("client_id").notNull(),
+    status: text("status", { enum: ["pending", "approved", "denied", "consumed"] }).notNull(),
+    userId: text("user_id").references(() => user.id, { onDelete: "cascade" }),
+    intervalSeconds: integer("interval_seconds").notNull(),
+    lastPolledAt: bigint("last_polled_at", { mode: "number" }),
+    requesterIp: text("requester_ip"),
+    requesterAgent: text("requester_agent"),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: ts("created_at").notNull(),
+    decidedAt: ts("decided_at"),
+  },
+  (t) => [
+    uniqueIndex("device_codes_pending_user_code").on(t.userCode).where(sql`${t.status} = 'pending'`),
+    index("device_codes_expires_idx").on(t.expiresAt),
+  ],
+);
+
+/**
+ * Refresh tokens of the CLI: stored as digests, rotated on every use; all tokens of one login
+ * share a family, so presenting a spent one can revoke them all (RFC 9700 §4.14).
+ */
+export const refreshTokens = iam.table(
+  "refresh_tokens",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    familyId: text("family_id").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    clientId: text("client_id").notNull(),
+    /** the access session issued together with this refresh token */
+    sessionId: text("session_id").notNull(),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: ts("created_at").notNull(),
+    usedAt: ts("used_at"),
+    revokedAt: ts("revoked_at"),
+  },
+  (t) => [index("refresh_tokens_family_idx").on(t.familyId)],
 );

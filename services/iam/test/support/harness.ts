@@ -24,7 +24,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-export function testConfig(overrides: Partial<IamConfig> = {}): IamConfig {
+/** Config overrides for tests; rate limits may be given in part. */
+export type ConfigOverrides = Partial<Omit<IamConfig, "rateLimits">> & { rateLimits?: Partial<IamConfig["rateLimits"]> };
+
+export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
   return {
     iamUrl: "http://localhost:4100",
     registryUrl: "http://127.0.0.1:1",
@@ -34,12 +37,25 @@ export function testConfig(overrides: Partial<IamConfig> = {}): IamConfig {
     sessionSeconds: 3600,
     invitationSeconds: 7 * 86400,
     bootstrapToken: undefined,
+    activationUrl: `${overrides.iamUrl ?? "http://localhost:4100"}/device`,
+    deviceCodeSeconds: 600,
+    deviceIntervalSeconds: 5,
+    accessTokenSeconds: 3600,
+    refreshTokenSeconds: 30 * 86400,
     smtpUrl: undefined,
     mailFrom: "Core <no-reply@localhost>",
     outboxDir: "/nonexistent",
-    rateLimits: { enabled: false, windowSeconds: 60, signIn: 10, signUp: 5, magicLink: 5, apiKeyFailures: 30 },
     ...overrides,
-    ...(overrides.rateLimits ? { rateLimits: { ...testConfig().rateLimits, ...overrides.rateLimits } } : {}),
+    rateLimits: {
+      enabled: false,
+      windowSeconds: 60,
+      signIn: 10,
+      signUp: 5,
+      magicLink: 5,
+      apiKeyFailures: 30,
+      userCodeFailures: 10,
+      ...overrides.rateLimits,
+    },
   };
 }
 
@@ -63,7 +79,7 @@ export interface Iam {
  */
 export async function createIam(
   database: DatabaseHandle,
-  options: { config?: Partial<IamConfig>; fetch?: typeof fetch; serviceCredentials?: Map<string, string> } = {},
+  options: { config?: ConfigOverrides; fetch?: typeof fetch; serviceCredentials?: Map<string, string> } = {},
 ): Promise<Iam> {
   await applyMigrations(database.db, "iam", migrationsFolder);
   const config = testConfig(options.config);
@@ -162,7 +178,7 @@ export async function operator(iam: Iam): Promise<SignedUp & { orgId: string }> 
  * `npm start`: org-setup reaches the registry over HTTP with a service token, and the registry
  * checks credentials with IAM.
  */
-export async function startIamAndRegistry(database: DatabaseHandle, config: Partial<IamConfig> = {}) {
+export async function startIamAndRegistry(database: DatabaseHandle, config: ConfigOverrides = {}) {
   const [iamPort, registryPort] = [await freePort(), await freePort()];
   const iamUrl = `http://127.0.0.1:${iamPort}`;
   const registryUrl = `http://127.0.0.1:${registryPort}`;

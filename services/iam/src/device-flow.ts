@@ -1,0 +1,247 @@
+import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
+import { createHash, randomBytes, randomInt } from "node:crypto";
+import { newId, type Clock } from "@core/kit";
+import { isUniqueViolation, type Db } from "@core/storage";
+import { deviceCodes, refreshTokens, session, user } from "./db/schema.js";
+import { authStyleId } from "./organizations.js";
+
+/** The only client of the device flow (spec §4.3, §5.6). */
+export const CLI_CLIENT_ID = "core-cli";
+export const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
+
+/** RFC 8628 §6.1: 20 consonants, no vowels (no words), no look-alikes. */
+const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
+/** RFC 8628 §3.5: each slow_down adds 5 seconds to the interval. */
+const SLOW_DOWN_SECONDS = 5;
+/** arrival jitter forgiven before a poll counts as too fast */
+const POLL_TOLERANCE_MS = 250;
+
+export interface DeviceFlowTimes {
+  deviceCodeSeconds: number;
+  deviceIntervalSeconds: number;
+  accessTokenSeconds: number;
+  refreshTokenSeconds: number;
+}
+
+/** An RFC 6749 §5.2 / RFC 8628 §3.5 error answer. */
+export class OAuthError extends Error {
+  constructor(
+    readonly error:
+      | "invalid_request"
+      | "invalid_client"
+      | "invalid_grant"
+      | "unsupported_grant_type"
+      | "authorization_pending"
+      | "slow_down"
+      | "access_denied"
+      | "expired_token",
+    readonly description: string,
+  ) {
+    super(description);
+  }
+}
+
+const digest = (secret: string) => createHash("sha256").update(secret).digest("hex");
+
+export function newUserCode(): string {
+  let code = "";
+  for (let i = 0; i < 8; i++) code += USER_CODE_ALPHABET[randomInt(USER_CODE_ALPHABET.length)];
+  return code;
+}
+
+/** `bcdf-ghjk`, `BCDFGHJK`, ` bcdf ghjk ` → `BCDFGHJK`; anything else → null (DESIGN §5). */
+export function normalizeUserCode(input: string): string | null {
+  const code = input.toUpperCase().replace(/[\s-]/g, "");
+  if (code.length !== 8) return null;
+  for (const ch of code) if (!USER_CODE_ALPHABET.includes(ch)) return null;
+  return code;
+}
+
+export const displayUserCode = (code: string) => `${code.slice(0, 4)}-${code.slice(4)}`;
+
+export interface TokenAnswer {
+  access_token: string;
+  token_type: "bearer";
+  expires_in: number;
+  refresh_token: string;
+}
+
+export type DeviceRequest = typeof deviceCodes.$inferSelect;
+
+/**
+ * The device authorization grant (RFC 8628) and refresh token rotation (RFC 6749 §6, RFC 9700
+ * §4.14) for the `core` CLI. Access tokens are IAM sessions, so every service accepts them.
+ */
+export class DeviceFlow {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly times: DeviceFlowTimes,
+  ) {}
+
+  /** RFC 8628 §3.1-3.2: a new device code and user code. */
+  async start(requester: { ip: string | null; userAgent: string | null }) {
+    const now = this.clock.now();
+    const deviceCode = randomBytes(32).toString("base64url");
+    await this.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, new Date(now.getTime() - 86_400_000)));
+    for (let attempt = 0; ; attempt++) {
+      const userCode = newUserCode();
+      try {
+        await this.db.insert(deviceCodes).values({
+          id: newId("dvc"),
+          deviceCodeHash: digest(deviceCode),
+          userCode,
+          clientId: CLI_CLIENT_ID,
+          status: "pending",
+          intervalSeconds: this.times.deviceIntervalSeconds,
+          requesterIp: requester.ip,
+          requesterAgent: requester.userAgent?.slice(0, 256) ?? null,
+          expiresAt: new Date(now.getTime() + this.times.deviceCodeSeconds * 1000),
+          createdAt: now,
+        });
+        return { deviceCode, userCode, expiresIn: this.times.deviceCodeSeconds, interval: this.times.deviceIntervalSeconds };
+      } catch (err) {
+        // another pending request holds this user code (1 in 25.6 billion): draw again
+        if (attempt < 5 && isUniqueViolation(err, "device_codes_pending_user_code")) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** The pending, unexpired request behind a user code, for the activation page. */
+  async pending(userCodeInput: string): Promise<DeviceRequest | null> {
+    const userCode = normalizeUserCode(userCodeInput);
+    if (!userCode) return null;
+    const [row] = await this.db
+      .select()
+      .from(deviceCodes)
+      .where(and(eq(deviceCodes.userCode, userCode), eq(deviceCodes.status, "pending")));
+    if (!row || row.expiresAt <= this.clock.now()) return null;
+    return row;
+  }
+
+  /** The user approves (or denies) the request; false when the code is unknown, used or expired. */
+  async decide(userCodeInput: string, userId: string, approve: boolean): Promise<DeviceRequest | null> {
+    const userCode = normalizeUserCode(userCodeInput);
+    if (!userCode) return null;
+    const now = this.clock.now();
+    const [row] = await this.db
+      .update(deviceCodes)
+      .set({ status: approve ? "approved" : "denied", userId, decidedAt: now })
+      .where(and(eq(deviceCodes.userCode, userCode), eq(deviceCodes.status, "pending"), sql`${deviceCodes.expiresAt} > ${now.toISOString()}`))
+      .returning();
+    return row ?? null;
+  }
+
+  /** RFC 8628 §3.4-3.5: one poll of the token endpoint. */
+  async poll(deviceCode: string, clientId: string, requester: { ip: string | null; userAgent: string | null }): Promise<{ tokens: TokenAnswer; userId: string }> {
+    const [row] = await this.db.select().from(deviceCodes).where(eq(deviceCodes.deviceCodeHash, digest(deviceCode)));
+    if (!row || row.status === "consumed") throw new OAuthError("invalid_grant", "Unknown or already used device code");
+    if (row.clientId !== clientId) throw new OAuthError("invalid_grant", "The device code was issued to another client");
+    const now = this.clock.now();
+    if (row.status === "denied") throw new OAuthError("access_denied", "The user denied the request");
+    if (row.expiresAt <= now) throw new OAuthError("expired_token", "The device code has expired; start again");
+    if (row.status === "pending") {
+      const tooFast = row.lastPolledAt !== null && now.getTime() - row.lastPolledAt < row.intervalSeconds * 1000 - POLL_TOLERANCE_MS;
+      await this.db
+        .update(deviceCodes)
+        .set({ lastPolledAt: now.getTime(), intervalSeconds: tooFast ? row.intervalSeconds + SLOW_DOWN_SECONDS : row.intervalSeconds })
+        .where(eq(deviceCodes.id, row.id));
+      if (tooFast) throw new OAuthError("slow_down", `Poll at most every ${row.intervalSeconds + SLOW_DOWN_SECONDS} seconds`);
+      throw new OAuthError("authorization_pending", "The user has not answered yet");
+    }
+    // approved: the code yields tokens exactly once, whoever polls first
+    const [consumed] = await this.db
+      .update(deviceCodes)
+      .set({ status: "consumed" })
+      .where(and(eq(deviceCodes.id, row.id), eq(deviceCodes.status, "approved")))
+      .returning();
+    if (!consumed?.userId) throw new OAuthError("invalid_grant", "Unknown or already used device code");
+    return { tokens: await this.issue(consumed.userId, newId("fam"), requester), userId: consumed.userId };
+  }
+
+  /**
+   * RFC 6749 §6 with rotation: a refresh token is spent by its first use. Presenting a spent one
+   * means it was copied: the whole family and its sessions are revoked (RFC 9700 §4.14).
+   */
+  async refresh(refreshToken: string, clientId: string, requester: { ip: string | null; userAgent: string | null }) {
+    const [row] = await this.db.select().from(refreshTokens).where(eq(refreshTokens.tokenHash, digest(refreshToken)));
+    if (!row || row.clientId !== clientId) return { outcome: "invalid" as const };
+    const now = this.clock.now();
+    if (row.usedAt || row.revokedAt) {
+      const reused = row.usedAt !== null && row.revokedAt === null;
+      if (reused) await this.revokeFamily(row.familyId);
+      return { outcome: reused ? ("reused" as const) : ("invalid" as const), userId: row.userId, familyId: row.familyId };
+    }
+    if (row.expiresAt <= now) return { outcome: "invalid" as const };
+    const [spent] = await this.db
+      .update(refreshTokens)
+      .set({ usedAt: now })
+      .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.usedAt), isNull(refreshTokens.revokedAt)))
+      .returning({ id: refreshTokens.id });
+    if (!spent) {
+      // a concurrent use of the same token won the race: this one is the reuse
+      await this.revokeFamily(row.familyId);
+      return { outcome: "reused" as const, userId: row.userId, familyId: row.familyId };
+    }
+    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, requester) };
+  }
+
+  /**
+   * RFC 7009: a refresh token revokes its family and the sessions issued with it; an access token
+   * ends its session. Unknown tokens are not an error.
+   */
+  async revoke(token: string): Promise<{ kind: "refresh" | "access"; userId: string } | null> {
+    const [row] = await this.db.select().from(refreshTokens).where(eq(refreshTokens.tokenHash, digest(token)));
+    if (row) {
+      await this.revokeFamily(row.familyId);
+      return { kind: "refresh", userId: row.userId };
+    }
+    const [ended] = await this.db.delete(session).where(eq(session.token, token)).returning({ userId: session.userId });
+    return ended ? { kind: "access", userId: ended.userId } : null;
+  }
+
+  private async revokeFamily(familyId: string) {
+    const now = this.clock.now();
+    const family = await this.db
+      .update(refreshTokens)
+      .set({ revokedAt: now })
+      .where(eq(refreshTokens.familyId, familyId))
+      .returning({ sessionId: refreshTokens.sessionId });
+    const sessionIds = family.map((f) => f.sessionId);
+    if (sessionIds.length > 0) await this.db.delete(session).where(inArray(session.id, sessionIds));
+  }
+
+  private async issue(userId: string, familyId: string, requester: { ip: string | null; userAgent: string | null }): Promise<TokenAnswer> {
+    const now = this.clock.now();
+    const accessToken = authStyleId();
+    const refreshToken = randomBytes(32).toString("base64url");
+    const sessionId = authStyleId();
+    await this.db.transaction(async (tx) => {
+      const [exists] = await tx.select({ id: user.id }).from(user).where(eq(user.id, userId));
+      if (!exists) throw new OAuthError("invalid_grant", "The user no longer exists");
+      await tx.insert(session).values({
+        id: sessionId,
+        token: accessToken,
+        userId,
+        expiresAt: new Date(now.getTime() + this.times.accessTokenSeconds * 1000),
+        createdAt: now,
+        updatedAt: now,
+        ipAddress: requester.ip,
+        userAgent: requester.userAgent?.slice(0, 256) ?? CLI_CLIENT_ID,
+      });
+      await tx.insert(refreshTokens).values({
+        id: newId("rft"),
+        tokenHash: digest(refreshToken),
+        familyId,
+        userId,
+        clientId: CLI_CLIENT_ID,
+        sessionId,
+        expiresAt: new Date(now.getTime() + this.times.refreshTokenSeconds * 1000),
+        createdAt: now,
+      });
+    });
+    return { access_token: accessToken, token_type: "bearer", expires_in: this.times.accessTokenSeconds, refresh_token: refreshToken };
+  }
+}
+

@@ -1,0 +1,257 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import { actorOf, clientIpOf, requireSession } from "../access.js";
+import type { IamContext } from "../app.js";
+import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
+
+/** RFC 6749 §5.1: token answers are never cached. */
+const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" };
+
+/** Standard OAuth clients send forms; ours may send JSON. Both are read, nothing else. */
+async function oauthParams(c: Context): Promise<Record<string, string>> {
+  const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  let raw: unknown;
+  try {
+    if (type === "application/x-www-form-urlencoded" || type === "multipart/form-data") raw = await c.req.parseBody();
+    else if (type === "application/json") raw = await c.req.json();
+    else throw new OAuthError("invalid_request", "Send the parameters as application/x-www-form-urlencoded or JSON");
+  } catch (err) {
+    if (err instanceof OAuthError) throw err;
+    throw new OAuthError("invalid_request", "The request body could not be read");
+  }
+  const params: Record<string, string> = {};
+  if (raw && typeof raw === "object") for (const [k, v] of Object.entries(raw)) if (typeof v === "string") params[k] = v;
+  return params;
+}
+
+function required(params: Record<string, string>, ...names: string[]) {
+  for (const name of names) if (!params[name]) throw new OAuthError("invalid_request", `Missing parameter: ${name}`);
+}
+
+function requireClient(params: Record<string, string>) {
+  required(params, "client_id");
+  if (params.client_id !== CLI_CLIENT_ID) throw new OAuthError("invalid_client", `Unknown client "${params.client_id}"`);
+}
+
+/** RFC 6749 §5.2: `{ error, error_description }` with HTTP 400. */
+function oauthFailure(c: Context, err: unknown) {
+  if (err instanceof OAuthError) return c.json({ error: err.error, error_description: err.description }, 400, NO_STORE);
+  throw err;
+}
+
+const requester = (c: Context) => ({ ip: clientIpOf(c), userAgent: c.req.header("user-agent") ?? null });
+
+const OAuthErrorSchema = z.object({ error: z.string(), error_description: z.string() }).openapi("OAuthError");
+const oauthErrors = { 400: jsonContent(OAuthErrorSchema, "RFC 6749 §5.2 / RFC 8628 §3.5 error") };
+const TokenSchema = z
+  .object({ access_token: z.string(), token_type: z.literal("bearer"), expires_in: z.number().int(), refresh_token: z.string() })
+  .openapi("TokenResponse");
+const form = (schema: z.ZodType) => ({
+  required: true,
+  content: { "application/x-www-form-urlencoded": { schema }, "application/json": { schema } },
+});
+
+/**
+ * The OAuth 2.0 Device Authorization Grant for the `core` CLI (RFC 8628; spec §4.3, §7.3; DESIGN §5)
+ * and refresh token rotation. Bodies arrive as forms or JSON, so these routes read their own.
+ */
+export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
+  const route = (definition: Parameters<typeof createRoute>[0]) => {
+    const described = createRoute(definition);
+    app.openAPIRegistry.registerPath(described);
+    return described.path.replace(/\{(\w+)\}/g, ":$1");
+  };
+
+  app.post(
+    route({
+      method: "post",
+      path: "/oauth/device/code",
+      summary: "RFC 8628 §3.1: start a device login (client_id core-cli)",
+      request: { body: form(z.object({ client_id: z.literal(CLI_CLIENT_ID), scope: z.string().optional() })) },
+      responses: {
+        200: jsonContent(
+          z.object({
+            device_code: z.string(),
+            user_code: z.string(),
+            verification_uri: z.string(),
+            verification_uri_complete: z.string(),
+            expires_in: z.number().int(),
+            interval: z.number().int(),
+          }),
+          "The device code response (spec §2.2), with verification_uri_complete",
+        ),
+        ...oauthErrors,
+        ...errorResponses(429),
+      },
+    }),
+    async (c) => {
+      try {
+        const params = await oauthParams(c);
+        requireClient(params);
+        const limits = ctx.config.rateLimits;
+        if (limits.enabled) await ctx.rateLimiter.hit(`device-code:${clientIpOf(c)}`, 30, limits.windowSeconds);
+        const started = await ctx.deviceFlow.start(requester(c));
+        const userCode = displayUserCode(started.userCode);
+        await ctx.audit.record({ action: "device.start", outcome: "success", ...actorOf(c, null), metadata: { userCode } });
+        return c.json(
+          {
+            device_code: started.deviceCode,
+            user_code: userCode,
+            verification_uri: ctx.config.activationUrl,
+            verification_uri_complete: `${ctx.config.activationUrl}?user_code=${userCode}`,
+            expires_in: started.expiresIn,
+            interval: started.interval,
+          },
+          200,
+          NO_STORE,
+        );
+      } catch (err) {
+        return oauthFailure(c, err);
+      }
+    },
+  );
+
+  app.post(
+    route({
+      method: "post",
+      path: "/oauth/device/token",
+      summary: "RFC 8628 §3.4: poll for the tokens of a device code",
+      request: { body: form(z.object({ grant_type: z.literal(DEVICE_CODE_GRANT), device_code: z.string(), client_id: z.literal(CLI_CLIENT_ID) })) },
+      responses: { 200: jsonContent(TokenSchema, "The token response (spec §2.2)"), ...oauthErrors },
+    }),
+    async (c) => {
+      try {
+        const params = await oauthParams(c);
+        required(params, "grant_type");
+        if (params.grant_type !== DEVICE_CODE_GRANT) throw new OAuthError("unsupported_grant_type", `Use ${DEVICE_CODE_GRANT}`);
+        required(params, "device_code");
+        requireClient(params);
+        const { tokens, userId } = await ctx.deviceFlow.poll(params.device_code!, params.client_id!, requester(c));
+        await ctx.audit.record({ action: "device.token", outcome: "success", ...actorOf(c, null), actorType: "user", actorId: userId });
+        return c.json(tokens, 200, NO_STORE);
+      } catch (err) {
+        return oauthFailure(c, err);
+      }
+    },
+  );
+
+  app.post(
+    route({
+      method: "post",
+      path: "/oauth/token",
+      summary: "Exchange a refresh token for new tokens; the refresh token rotates, and reusing a spent one revokes its family",
+      request: { body: form(z.object({ grant_type: z.literal("refresh_token"), refresh_token: z.string(), client_id: z.literal(CLI_CLIENT_ID) })) },
+      responses: { 200: jsonContent(TokenSchema, "The token response (spec §2.2)"), ...oauthErrors },
+    }),
+    async (c) => {
+      try {
+        const params = await oauthParams(c);
+        required(params, "grant_type");
+        if (params.grant_type !== "refresh_token") throw new OAuthError("unsupported_grant_type", "Use refresh_token (device logins use /oauth/device/token)");
+        required(params, "refresh_token");
+        requireClient(params);
+        const result = await ctx.deviceFlow.refresh(params.refresh_token!, params.client_id!, requester(c));
+        if (result.outcome === "reused") {
+          ctx.forgetPrincipals();
+          await ctx.audit.record({
+            action: "token.refresh_reuse",
+            outcome: "failure",
+            ...actorOf(c, null),
+            actorType: "user",
+            actorId: result.userId,
+            metadata: { familyId: result.familyId, revoked: true },
+          });
+        }
+        if (result.outcome !== "ok") throw new OAuthError("invalid_grant", "Unknown, expired, revoked or already used refresh token");
+        await ctx.audit.record({ action: "token.refresh", outcome: "success", ...actorOf(c, null), actorType: "user", actorId: result.userId });
+        return c.json(result.tokens, 200, NO_STORE);
+      } catch (err) {
+        return oauthFailure(c, err);
+      }
+    },
+  );
+
+  app.post(
+    route({
+      method: "post",
+      path: "/oauth/revoke",
+      summary: "RFC 7009: revoke a refresh token (with its family and sessions) or an access token",
+      request: { body: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
+      responses: { 200: jsonContent(z.object({}), "Revoked, or nothing to revoke"), ...oauthErrors },
+    }),
+    async (c) => {
+      try {
+        const params = await oauthParams(c);
+        required(params, "token");
+        requireClient(params);
+        const revoked = await ctx.deviceFlow.revoke(params.token!);
+        if (revoked) {
+          ctx.forgetPrincipals();
+          await ctx.audit.record({
+            action: "token.revoke",
+            outcome: "success",
+            ...actorOf(c, null),
+            actorType: "user",
+            actorId: revoked.userId,
+            metadata: { kind: revoked.kind },
+          });
+        }
+        return c.json({}, 200, NO_STORE);
+      } catch (err) {
+        return oauthFailure(c, err);
+      }
+    },
+  );
+
+  for (const approve of [true, false]) {
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: approve ? "/oauth/device/authorize" : "/oauth/device/deny",
+        summary: approve ? "Approve a device login by its user code (signed in)" : "Deny a device login by its user code (signed in)",
+        security: security.session,
+        request: {
+          body: {
+            required: true,
+            content: { "application/json": { schema: z.object({ user_code: z.string().min(1).max(32) }).openapi("UserCodeInput") } },
+          },
+        },
+        responses: { 200: jsonContent(z.object({ ok: z.literal(true) }), "Done"), ...errorResponses(400, 401, 403, 404, 429) },
+      }),
+      async (c) => {
+        const { principal } = await requireSession(c, ctx.session);
+        await decideDeviceLogin(c, ctx, principal.userId, c.req.valid("json").user_code, approve);
+        return c.json({ ok: true as const }, 200);
+      },
+    );
+  }
+}
+
+/**
+ * Approves or denies a device login for a signed-in user — the JSON routes and the activation page
+ * share it. Wrong codes are counted per user, and too many in a window are refused with 429.
+ */
+export async function decideDeviceLogin(c: Context, ctx: IamContext, userId: string, userCode: string, approve: boolean) {
+  const limits = ctx.config.rateLimits;
+  const failures = `user-code-failures:${userId}`;
+  if (limits.enabled) await ctx.rateLimiter.check(failures, limits.userCodeFailures, limits.windowSeconds);
+  const decided = await ctx.deviceFlow.decide(userCode, userId, approve);
+  const actor = actorOf(c, null);
+  if (!decided) {
+    if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
+    await ctx.audit.record({ action: approve ? "device.approve" : "device.deny", outcome: "failure", ...actor, actorType: "user", actorId: userId, metadata: { reason: "unknown, used or expired code" } });
+    throw notFound("No pending login with this code: it may be mistyped, used or expired");
+  }
+  await ctx.audit.record({
+    action: approve ? "device.approve" : "device.deny",
+    outcome: "success",
+    ...actor,
+    actorType: "user",
+    actorId: userId,
+    targetType: "device_code",
+    targetId: decided.id,
+    metadata: { userCode: displayUserCode(decided.userCode), requesterIp: decided.requesterIp, requesterAgent: decided.requesterAgent },
+  });
+  return decided;
+}
