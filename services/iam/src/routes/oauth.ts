@@ -63,6 +63,28 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     return described.path.replace(/\{(\w+)\}/g, ":$1");
   };
 
+  /** RFC 8628 §3.4: one poll with the device code; the caller has checked grant_type. */
+  async function deviceToken(c: Context, params: Record<string, string>) {
+    required(params, "device_code");
+    requireClient(params);
+    const { tokens, userId } = await ctx.deviceFlow.poll(params.device_code!, params.client_id!, requester(c));
+    await ctx.audit.record({ action: "device.token", outcome: "success", ...actorOf(c, null), actorType: "user", actorId: userId });
+    return c.json(tokens, 200, NO_STORE);
+  }
+
+  // RFC 8414 metadata, so standard clients find the endpoints themselves
+  app.get("/.well-known/oauth-authorization-server", (c) =>
+    c.json({
+      issuer: ctx.config.iamUrl,
+      device_authorization_endpoint: `${ctx.config.iamUrl}/oauth/device/code`,
+      token_endpoint: `${ctx.config.iamUrl}/oauth/token`,
+      revocation_endpoint: `${ctx.config.iamUrl}/oauth/revoke`,
+      grant_types_supported: [DEVICE_CODE_GRANT, "refresh_token"],
+      token_endpoint_auth_methods_supported: ["none"],
+      response_types_supported: [],
+    }),
+  );
+
   app.post(
     route({
       method: "post",
@@ -125,11 +147,7 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
         const params = await oauthParams(c);
         required(params, "grant_type");
         if (params.grant_type !== DEVICE_CODE_GRANT) throw new OAuthError("unsupported_grant_type", `Use ${DEVICE_CODE_GRANT}`);
-        required(params, "device_code");
-        requireClient(params);
-        const { tokens, userId } = await ctx.deviceFlow.poll(params.device_code!, params.client_id!, requester(c));
-        await ctx.audit.record({ action: "device.token", outcome: "success", ...actorOf(c, null), actorType: "user", actorId: userId });
-        return c.json(tokens, 200, NO_STORE);
+        return await deviceToken(c, params);
       } catch (err) {
         return oauthFailure(c, err);
       }
@@ -140,15 +158,16 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     route({
       method: "post",
       path: "/oauth/token",
-      summary: "Exchange a refresh token for new tokens; the refresh token rotates, and reusing a spent one revokes its family",
-      request: { body: form(z.object({ grant_type: z.literal("refresh_token"), refresh_token: z.string(), client_id: z.literal(CLI_CLIENT_ID) })) },
+      summary: "Exchange a refresh token for new tokens (the refresh token rotates; reusing a spent one revokes its family). Also takes the device_code grant, so clients that know one token endpoint work",
+      request: { body: form(z.object({ grant_type: z.enum(["refresh_token", DEVICE_CODE_GRANT]), refresh_token: z.string().optional(), device_code: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
       responses: { 200: jsonContent(TokenSchema, "The token response (spec §2.2)"), ...oauthErrors },
     }),
     async (c) => {
       try {
         const params = await oauthParams(c);
         required(params, "grant_type");
-        if (params.grant_type !== "refresh_token") throw new OAuthError("unsupported_grant_type", "Use refresh_token (device logins use /oauth/device/token)");
+        if (params.grant_type === DEVICE_CODE_GRANT) return await deviceToken(c, params);
+        if (params.grant_type !== "refresh_token") throw new OAuthError("unsupported_grant_type", "Use refresh_token or the device_code grant");
         required(params, "refresh_token");
         requireClient(params);
         const result = await ctx.deviceFlow.refresh(params.refresh_token!, params.client_id!, requester(c));

@@ -1,0 +1,25 @@
+import type { Iam } from "./harness.js";
+
+/** Sends an OAuth request the way standard clients do: a form body (or JSON with `json: true`). */
+export async function oauth(iam: Iam, path: string, params: Record<string, string>, options: { json?: boolean; headers?: Record<string, string> } = {}) {
+  const response = await iam.app.request(path, {
+    method: "POST",
+    headers: { "content-type": options.json ? "application/json" : "application/x-www-form-urlencoded", ...options.headers },
+    body: options.json ? JSON.stringify(params) : new URLSearchParams(params).toString(),
+  });
+  return { status: response.status, headers: response.headers, body: (await response.json()) as Record<string, any> };
+}
+
+export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
+
+export async function startDeviceLogin(iam: Iam) {
+  const r = await oauth(iam, "/oauth/device/code", { client_id: "core-cli" });
+  if (r.status !== 200) throw new Error(`device code refused: ${JSON.stringify(r.body)}`);
+  return r.body as { device_code: string; user_code: string; verification_uri: string; verification_uri_complete: string; expires_in: number; interval: number };
+}
+
+export const pollToken = (iam: Iam, deviceCode: string, clientId = "core-cli") =>
+  oauth(iam, "/oauth/device/token", { grant_type: DEVICE_GRANT, device_code: deviceCode, client_id: clientId });
+
+export const refresh = (iam: Iam, refreshToken: string) =>
+  oauth(iam, "/oauth/token", { grant_type: "refresh_token", refresh_token: refreshToken, client_id: "core-cli" });
