@@ -87,6 +87,7 @@ export function createApp(deps: IamDeps) {
   };
   const auth = createAuth({
     db,
+    logger,
     config,
     mailer,
     audit,

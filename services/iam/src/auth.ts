@@ -3,6 +3,7 @@ import { betterAuth } from "better-auth";
 import { drizzleAdapter } from "better-auth/adapters/drizzle";
 import { createAuthMiddleware, isAPIError } from "better-auth/api";
 import { bearer, jwt, magicLink, organization } from "better-auth/plugins";
+import { loggableError, type Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
@@ -16,6 +17,7 @@ export const REQUEST_ID_HEADER = "x-core-request-id";
 
 export interface AuthDeps {
   db: Db;
+  logger: Logger;
   config: IamConfig;
   mailer: Mailer;
   audit: AuditLog;
@@ -54,6 +56,12 @@ export function createAuth(deps: AuthDeps) {
     secret: config.authSecret,
     trustedOrigins: config.trustedOrigins,
     telemetry: { enabled: false },
+    // the library's own messages go to our structured log, errors stripped of query parameters
+    logger: {
+      level: "warn",
+      log: (level, message, ...args) =>
+        deps.logger[level]({ library: "better-auth", details: args.map((a) => (a instanceof Error ? loggableError(a) : a)) }, message),
+    },
     database: drizzleAdapter(deps.db, {
       provider: "pg",
       transaction: true,
