@@ -1,0 +1,43 @@
+import { activeCredential, describeSource, type Context, type Outcome } from "../context.js";
+import { hasExpired } from "../credentials.js";
+import { failures } from "../failures.js";
+import { Unreachable } from "../http.js";
+import type { WhoamiAnswer } from "../iam-client.js";
+
+/**
+ * `core whoami`: asks IAM who the credential in use stands for (`POST /api/v1/cli/whoami`, spec
+ * §4.3). It reads the credential file without changing it (spec §4.8), so an expired stored token
+ * is reported, not refreshed.
+ */
+export async function whoami(ctx: Context, options: { iamUrl?: string }): Promise<Outcome> {
+  const active = await activeCredential(ctx.settings, options.iamUrl);
+  if (!active) throw failures.notLoggedIn(ctx.settings.credentialsPath);
+  if (active.source === "file" && hasExpired(active.stored, ctx.now())) {
+    throw failures.storedTokenExpired(active.stored.email, active.stored.expiresAt, active.stored.refreshToken !== null);
+  }
+
+  let answer: WhoamiAnswer;
+  try {
+    answer = await ctx.iam(active.iamUrl).whoami(active.token);
+  } catch (err) {
+    if (err instanceof Unreachable) throw failures.iamUnreachable(active.iamUrl, err.reason);
+    throw err;
+  }
+  if (!("identity" in answer)) {
+    const detail = [answer.code, answer.message].filter(Boolean).join(": ");
+    if (answer.status === 401) throw failures.tokenNotAccepted(describeSource(active), active.iamUrl, detail);
+    throw failures.unexpectedAnswer(active.iamUrl, "whoami", answer.status, detail);
+  }
+
+  const { email, platformId, role, expiresAt } = answer.identity;
+  const credential = active.source === "env" ? "CORE_TOKEN" : ctx.settings.credentialsPath;
+  return {
+    text: [
+      `Logged in to ${active.iamUrl} as ${email}`,
+      platformId ? `Platform: ${platformId} (role: ${role || "none"})` : "Platform: none (no organization yet)",
+      `Token expires: ${expiresAt || "not stated"}`,
+      `Credential: ${credential}`,
+    ].join("\n"),
+    json: { email, platformId, role, expiresAt, iamUrl: active.iamUrl, source: active.source, credential },
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * Every way a `core` command can fail, with the message the user sees. A failure prints its
+ * message (never a stack trace) and exits with code 1 (spec §7.4: "Exit code 1: login failed").
+ * `code` is what `--json` reports as `error.code`.
+ */
+export class CliFailure extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "CliFailure";
+  }
+}
+
+const LOGIN_WITH_TOKEN = "core login --token <token>";
+
+export const failures = {
+  // spec §7.4, in the table's order
+  interactiveLoginUnavailable: (iamUrl: string, reason: string) =>
+    new CliFailure(
+      "iam_unreachable",
+      `Interactive login is unavailable: cannot reach IAM at ${iamUrl} (${reason}).\nCheck the network, or log in with a token: ${LOGIN_WITH_TOKEN}`,
+    ),
+  deviceEndpointUnavailable: (status: number) =>
+    new CliFailure("device_endpoint_unavailable", `Device login endpoint not available (${status}).\nLog in with a token instead: ${LOGIN_WITH_TOKEN}`),
+  codeExpired: () => new CliFailure("expired_token", "Code expired. Run: core login"),
+  accessDenied: () => new CliFailure("access_denied", "Access denied."),
+  loginTimedOut: () => new CliFailure("timed_out", "Login timed out. Run: core login"),
+
+  // the rest of the device flow (RFC 8628 §3.5 errors the spec gives no row)
+  deviceLoginRefused: (error: string, description: string | undefined) =>
+    new CliFailure("login_refused", `IAM refused the device login: ${error}${description ? ` (${description})` : ""}. Run: core login`),
+  lostContact: (iamUrl: string, reason: string) =>
+    new CliFailure("iam_unreachable", `Lost contact with IAM at ${iamUrl} while waiting for approval (${reason}). Run: core login`),
+  identityUnavailable: (iamUrl: string, reason: string) =>
+    new CliFailure("identity_unavailable", `Approved, but IAM at ${iamUrl} did not say who you are (${reason}). Run: core login`),
+
+  // token mode (spec §4.8)
+  noToken: () => new CliFailure("usage", "No token given: pass --token <token>, or --token - to read it from standard input."),
+  tokenRejected: (iamUrl: string, message: string) =>
+    new CliFailure("token_rejected", `IAM at ${iamUrl} does not accept this token (${message}). Nothing was stored.`),
+
+  // using a credential
+  notLoggedIn: (credentialsPath: string) =>
+    new CliFailure("not_logged_in", `Not logged in (no CORE_TOKEN and no ${credentialsPath}). Run: core login`),
+  storedTokenExpired: (email: string, expiresAt: string, refreshable: boolean) =>
+    new CliFailure(
+      "token_expired",
+      `Your login as ${email} expired at ${expiresAt}. Run: core login${refreshable ? " (or core token, which refreshes it)" : ""}`,
+    ),
+  tokenNotAccepted: (source: string, iamUrl: string, message: string) =>
+    new CliFailure("token_not_accepted", `IAM at ${iamUrl} no longer accepts ${source} (${message}): it expired or was revoked. Run: core login`),
+  refreshRefused: (iamUrl: string, error: string) =>
+    new CliFailure("refresh_refused", `IAM at ${iamUrl} refused to refresh your login (${error}): it was revoked or has expired. Run: core login`),
+  iamUnreachable: (iamUrl: string, reason: string) =>
+    new CliFailure("iam_unreachable", `Cannot reach IAM at ${iamUrl} (${reason}). Check the network, or whether IAM runs there.`),
+  unexpectedAnswer: (iamUrl: string, what: string, status: number, detail: string) =>
+    new CliFailure("unexpected_answer", `IAM at ${iamUrl} answered ${what} with HTTP ${status}${detail ? ` (${detail})` : ""}.`),
+
+  // local problems
+  damagedCredentials: (path: string, reason: string) =>
+    new CliFailure("damaged_credentials", `The credential file ${path} cannot be read (${reason}). Run core login to replace it, or core logout to remove it.`),
+  credentialsBusy: (lockPath: string) =>
+    new CliFailure("credentials_busy", `Another core process is refreshing the login (lock ${lockPath}). Try again; delete the lock file if it stays.`),
+  invalidIamUrl: (value: string, from: string) =>
+    new CliFailure("usage", `Invalid IAM address "${value}" (from ${from}): expected http://host[:port] or https://host[:port].`),
+  invalidSetting: (name: string, value: string, expected: string) => new CliFailure("usage", `${name} must be ${expected}, got "${value}".`),
+  usage: (message: string, command?: string) => new CliFailure("usage", `${message}. Run: core ${command ? `${command} ` : ""}--help`),
+};

@@ -1,0 +1,85 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+export const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
+
+/** Builds the `core` executable with the repository's build (scripts/build.mjs) into a fresh directory. */
+export async function buildCli(): Promise<string> {
+  const outfile = join(mkdtempSync(join(tmpdir(), "core-cli-build-")), "core.js");
+  const build = await import(pathToFileURL(join(repoRoot, "scripts/build.mjs")).href);
+  await build.bundleCli(outfile);
+  return outfile;
+}
+
+/** A fresh directory for `CORE_HOME` (it does not exist yet: `core login` creates it). */
+export const freshHome = () => join(mkdtempSync(join(tmpdir(), "core-cli-home-")), ".core");
+
+export interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A running `core` process whose output the test can wait for, line by line. */
+export class CoreProcess {
+  readonly child: ChildProcess;
+  stdout = "";
+  stderr = "";
+  /** every stderr line with the time it arrived (CORE_DEBUG=1 logs each request to IAM there) */
+  readonly stderrLines: { at: number; line: string }[] = [];
+  readonly finished: Promise<Finished>;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string }) {
+    // only what the test gives: no CORE_* from the runner's environment, HOME away from the real ~/.core
+    const env = { PATH: process.env.PATH ?? "", HOME: mkdtempSync(join(tmpdir(), "core-cli-user-")), ...options.env };
+    this.child = spawn(process.execPath, [bin, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      this.stdout += text;
+      this.notify();
+    });
+    let partial = "";
+    this.child.stderr!.setEncoding("utf8").on("data", (text: string) => {
+      this.stderr += text;
+      partial += text;
+      const lines = partial.split("\n");
+      partial = lines.pop()!;
+      for (const line of lines) this.stderrLines.push({ at: Date.now(), line });
+      this.notify();
+    });
+    this.child.stdin!.end(options.stdin ?? "");
+    this.finished = new Promise((resolve) => this.child.once("close", (code) => resolve({ code, stdout: this.stdout, stderr: this.stderr })));
+  }
+
+  /** Resolves with the first match of `pattern` in stdout + stderr. */
+  waitFor(pattern: RegExp, timeoutMs = 15_000): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const match = (this.stdout + this.stderr).match(pattern);
+        if (!match) return false;
+        this.waiters.delete(check);
+        clearTimeout(timer);
+        resolve(match);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`no ${pattern} in the output within ${timeoutMs} ms:\n${this.stdout}\n${this.stderr}`));
+      }, timeoutMs);
+      if (!check()) this.waiters.add(check);
+    });
+  }
+
+  private notify() {
+    for (const check of [...this.waiters]) check();
+  }
+}
+
+export const runCli = (bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string } = {}) =>
+  new CoreProcess(bin, args, options).finished;
+
+/** A JS stack frame line: a failure must never print one. */
+export const STACK_FRAME = /^\s+at .+\(?.*:\d+:\d+\)?$/m;
