@@ -102,7 +102,8 @@ export interface Terminal {
 export async function run(argv: string[], terminal: Terminal): Promise<number> {
   const json = argv.includes("--json");
   const debug = terminal.env.CORE_DEBUG === "1";
-  const [name, ...rest] = argv;
+  // `npx core -- --help` hands the separator on
+  const [name, ...rest] = argv[0] === "--" ? argv.slice(1) : argv;
   try {
     if (name === undefined || name === "help" || name === "--help" || name === "-h") {
       const topic = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;

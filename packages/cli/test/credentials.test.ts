@@ -1,0 +1,104 @@
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readCredential, withCredentialLock, writeCredential, type Credential } from "../src/credentials.js";
+import { CliFailure } from "../src/failures.js";
+import { DEFAULT_IAM_URL, readSettings, resolveIamUrl } from "../src/settings.js";
+
+const credential: Credential = {
+  token: "access",
+  refreshToken: "refresh",
+  email: "ada@example.com",
+  platformId: null,
+  role: "",
+  expiresAt: "2030-01-01T00:00:00.000Z",
+  iamUrl: "http://localhost:4100",
+  audience: "core-cli",
+};
+const scratch = () => mkdtempSync(join(tmpdir(), "core-credentials-"));
+const modeOf = (path: string) => statSync(path).mode & 0o777;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+describe("the credential file (spec §2.1, §4.8, §8)", () => {
+  it("creates the directory with mode 0700 and the file with mode 0600", async () => {
+    const home = join(scratch(), "nested", ".core");
+    await writeCredential(join(home, "credentials.json"), credential);
+    expect(modeOf(home)).toBe(0o700);
+    expect(modeOf(join(home, "credentials.json"))).toBe(0o600);
+    expect(JSON.parse(readFileSync(join(home, "credentials.json"), "utf8"))).toEqual(credential);
+  });
+
+  it("replaces the file by renaming a new one over it: a new inode, mode 0600 even when the old file was wider", async () => {
+    const home = scratch();
+    const path = join(home, "credentials.json");
+    writeFileSync(path, JSON.stringify({ ...credential, token: "old" }));
+    chmodSync(path, 0o644);
+    const before = statSync(path).ino;
+    await writeCredential(path, credential);
+    expect(statSync(path).ino).not.toBe(before);
+    expect(modeOf(path)).toBe(0o600);
+    expect(readdirSync(home)).toEqual(["credentials.json"]);
+  });
+
+  it("reads back what it wrote; no file is no credential", async () => {
+    const path = join(scratch(), "credentials.json");
+    expect(await readCredential(path)).toBeNull();
+    await writeCredential(path, credential);
+    expect(await readCredential(path)).toEqual(credential);
+  });
+
+  it.each([
+    ["not JSON", "{", "not JSON"],
+    ["a record without a token", JSON.stringify({ ...credential, token: undefined }), "no token"],
+    ["an expiry that is not a date", JSON.stringify({ ...credential, expiresAt: "soon" }), "expiresAt is not a date"],
+  ])("refuses %s with a clear message", async (_, content, reason) => {
+    const path = join(scratch(), "credentials.json");
+    writeFileSync(path, content);
+    const err = await readCredential(path).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CliFailure);
+    expect((err as Error).message).toContain(`(${reason})`);
+  });
+
+  it("the refresh lock lets one process at a time through", async () => {
+    const path = join(scratch(), "credentials.json");
+    const order: string[] = [];
+    const work = (name: string) => async () => {
+      order.push(`${name} in`);
+      await sleep(30);
+      order.push(`${name} out`);
+    };
+    await Promise.all([withCredentialLock(path, work("a"), sleep), withCredentialLock(path, work("b"), sleep)]);
+    expect(order).toEqual(["a in", "a out", "b in", "b out"]);
+    expect(readdirSync(join(path, ".."))).toEqual([]);
+  });
+});
+
+describe("settings", () => {
+  it("CORE_HOME moves ~/.core", () => {
+    expect(readSettings({ CORE_HOME: "/srv/ci/.core" }).credentialsPath).toBe("/srv/ci/.core/credentials.json");
+    expect(readSettings({}).credentialsPath).toBe(join(homedir(), ".core", "credentials.json"));
+  });
+
+  it("the IAM address: the flag, then CORE_IAM_URL, then http://localhost:4100 (spec §4.8)", () => {
+    const withEnv = readSettings({ CORE_IAM_URL: "https://iam.example.com/" });
+    expect(resolveIamUrl("http://flag.example:4100", withEnv)).toBe("http://flag.example:4100");
+    expect(resolveIamUrl(undefined, withEnv)).toBe("https://iam.example.com");
+    expect(resolveIamUrl(undefined, readSettings({}))).toBe(DEFAULT_IAM_URL);
+    expect(DEFAULT_IAM_URL).toBe("http://localhost:4100");
+  });
+
+  it("keeps a path prefix of the IAM address", () => {
+    expect(resolveIamUrl("https://example.com/iam/", readSettings({}))).toBe("https://example.com/iam");
+  });
+
+  it("the login time limit is 5 minutes unless CORE_LOGIN_TIMEOUT_SECONDS says otherwise", () => {
+    expect(readSettings({}).loginTimeoutMs).toBe(300_000);
+    expect(readSettings({ CORE_LOGIN_TIMEOUT_SECONDS: "2.5" }).loginTimeoutMs).toBe(2_500);
+    expect(() => readSettings({ CORE_LOGIN_TIMEOUT_SECONDS: "0" })).toThrow('CORE_LOGIN_TIMEOUT_SECONDS must be a positive number of seconds, got "0".');
+  });
+
+  it("a blank CORE_TOKEN is no token", () => {
+    expect(readSettings({ CORE_TOKEN: "  " }).envToken).toBeUndefined();
+  });
+});

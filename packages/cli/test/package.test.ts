@@ -1,0 +1,68 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { freePort } from "../../../services/iam/test/support/harness.js";
+import { freshHome, repoRoot, runCli } from "./support/cli.js";
+
+const run = promisify(execFile);
+const cliDir = join(repoRoot, "packages/cli");
+// npm's own settings from `npm test` (prefix, global …) must not leak into these npm runs
+const npmEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith("npm_")));
+const npm = (args: string[], cwd: string) => run("npm", args, { cwd, env: npmEnv });
+
+/** The CLI as users get it: `npm pack`, installed outside the repository, and `npx core` inside it. */
+describe("the core package", () => {
+  it("npm pack gives a tarball that installs a working core outside the repository", async () => {
+    const out = mkdtempSync(join(tmpdir(), "core-pack-"));
+    // `npm pack` runs the package's prepare script, which bundles dist/core.js (and says so first)
+    const { stdout } = await npm(["pack", "--json", "--pack-destination", out], cliDir);
+    const packed = JSON.parse(stdout.slice(stdout.indexOf("[")))[0];
+    expect(packed.files.map((f: { path: string }) => f.path).sort()).toEqual(["README.md", "dist/core.js", "package.json"]);
+    expect(packed.files.find((f: { path: string }) => f.path === "dist/core.js").mode & 0o111).not.toBe(0);
+
+    const prefix = mkdtempSync(join(tmpdir(), "core-install-"));
+    await npm(["install", "--global", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, packed.filename)], tmpdir());
+    const installed = join(prefix, "lib/node_modules/@core/cli");
+    expect(readdirSync(installed).sort()).toEqual(["README.md", "dist", "package.json"]);
+
+    const core = join(prefix, "bin/core");
+    const version = await run(core, ["--version"]);
+    expect(version.stdout.trim()).toBe(packed.version);
+    const home = freshHome();
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const login = await run(core, ["login", "--token", "ci-token", "--iam-url", closed], { env: { PATH: process.env.PATH, CORE_HOME: home } });
+    expect(login.stdout).toBe("Authenticated via token\n");
+    const status = await run(core, ["status", "--json"], { env: { PATH: process.env.PATH, CORE_HOME: home } });
+    expect(JSON.parse(status.stdout)).toMatchObject({ source: "file", email: "ci-user", iamUrl: closed });
+  }, 120_000);
+
+  it("declares no dependencies: the bundle is all it needs", () => {
+    const manifest = JSON.parse(readFileSync(join(cliDir, "package.json"), "utf8"));
+    expect(manifest.dependencies).toBeUndefined();
+    expect(manifest.bin).toEqual({ core: "dist/core.js" });
+  });
+
+  it("runs inside the repository as npx core", async () => {
+    const help = await run("npx", ["--no", "core", "help"], { cwd: repoRoot, env: npmEnv });
+    expect(help.stdout).toMatch(/^core \d+\.\d+\.\d+: sign in to the Core control plane/);
+    const separated = await run("npx", ["--no", "--", "core", "--help"], { cwd: repoRoot, env: npmEnv });
+    expect(separated.stdout).toBe(help.stdout);
+    const done = await run("npx", ["--no", "core", "status"], { cwd: repoRoot, env: { ...npmEnv, CORE_HOME: freshHome() } }).catch((e) => e);
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain("Not logged in");
+  }, 60_000);
+
+  it("core --help, core <command> --help and core --version answer without touching anything", async () => {
+    const core = join(cliDir, "dist/core.js");
+    const help = await runCli(core, ["--help"]);
+    expect(help.code).toBe(0);
+    for (const command of ["login", "logout", "whoami", "status", "token"]) expect(help.stdout).toContain(`  ${command} `);
+    for (const variable of ["CORE_TOKEN", "CORE_IAM_URL", "CORE_HOME", "CORE_LOGIN_TIMEOUT_SECONDS", "CORE_DEBUG"]) expect(help.stdout).toContain(variable);
+    expect((await runCli(core, ["login", "--help"])).stdout).toMatch(/^Usage: core login \[--token <token> \| --token -\] \[--iam-url <url>\]/);
+    expect((await runCli(core, ["frobnicate"])).stderr).toBe('Unknown command "frobnicate". Run: core --help\n');
+    expect((await runCli(core, ["whoami", "--token", "x"])).stderr).toBe("Unknown option --token. Run: core whoami --help\n");
+  });
+});
