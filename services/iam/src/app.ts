@@ -1,11 +1,12 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, systemClock, withoutErrorDetails, withRequestId, type Clock, type HealthCheck, type Logger } from "@core/kit";
-import { basicChallenge, clientIpOf, requireCaller, requireServiceCaller, requireSession } from "./access.js";
+import { createServiceApp, systemClock, withoutErrorDetails, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
-import { CLIENT_IP_HEADER, createAuth, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+import { createAuth, type Auth } from "./auth.js";
+import { callAuthLibrary } from "./auth-library.js";
 import type { IamConfig } from "./config.js";
 import { createMailer, type Mailer } from "./mailer.js";
 import { PrincipalResolver } from "./principals.js";
@@ -165,29 +166,7 @@ export function createApp(deps: IamDeps) {
   cliRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
-  app.on(["GET", "POST"], "/api/auth/*", async (c) => {
-    const headers = new Headers(c.req.raw.headers);
-    // our values replace anything a client sent under these names
-    headers.set(CLIENT_IP_HEADER, clientIpOf(c));
-    headers.set(REQUEST_ID_HEADER, c.get("requestId"));
-    const response = await auth.handler(new Request(c.req.raw, { headers }));
-    if (response.status === 429) {
-      const retryAfter = response.headers.get("x-retry-after") ?? "60";
-      const limited = new Response(response.body, response);
-      limited.headers.set("retry-after", retryAfter);
-      await audit.record({
-        action: "auth.rate_limited",
-        outcome: "failure",
-        actorType: "anonymous",
-        ip: clientIpOf(c),
-        userAgent: c.req.header("user-agent") ?? null,
-        requestId: c.get("requestId"),
-        metadata: { path: c.req.path },
-      });
-      return withRequestId(c, limited);
-    }
-    return withRequestId(c, response);
-  });
+  app.on(["GET", "POST"], "/api/auth/*", (c) => callAuthLibrary(c, ctx, c.req.raw));
 
   return Object.assign(app, { ctx });
 }

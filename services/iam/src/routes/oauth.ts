@@ -247,20 +247,38 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
   }
 }
 
+const NO_PENDING_LOGIN = "No pending login with this code: it may be mistyped, used or expired";
+
 /**
- * Approves or denies a device login for a signed-in user — the JSON routes and the activation page
- * share it. Wrong codes are counted per user, and too many in a window are refused with 429.
+ * Wrong user codes are counted per user, and too many in a window are refused with 429 (DESIGN §5),
+ * whether the code was looked up or answered.
  */
-export async function decideDeviceLogin(c: Context, ctx: IamContext, userId: string, userCode: string, approve: boolean) {
+async function countingWrongCodes<T>(ctx: IamContext, userId: string, attempt: () => Promise<T | null>): Promise<T | null> {
   const limits = ctx.config.rateLimits;
   const failures = `user-code-failures:${userId}`;
   if (limits.enabled) await ctx.rateLimiter.check(failures, limits.userCodeFailures, limits.windowSeconds);
-  const decided = await ctx.deviceFlow.decide(userCode, userId, approve);
+  const found = await attempt();
+  if (!found && limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
+  return found;
+}
+
+/** The pending device login behind a user code, for the activation page to show; 404 when none. */
+export async function findDeviceLogin(ctx: IamContext, userId: string, userCode: string) {
+  const found = await countingWrongCodes(ctx, userId, () => ctx.deviceFlow.pending(userCode));
+  if (!found) throw notFound(NO_PENDING_LOGIN);
+  return found;
+}
+
+/**
+ * Approves or denies a device login for a signed-in user — the JSON routes and the activation page
+ * share it. Wrong codes count toward the user's limit (429).
+ */
+export async function decideDeviceLogin(c: Context, ctx: IamContext, userId: string, userCode: string, approve: boolean) {
+  const decided = await countingWrongCodes(ctx, userId, () => ctx.deviceFlow.decide(userCode, userId, approve));
   const actor = actorOf(c, null);
   if (!decided) {
-    if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
     await ctx.audit.record({ action: approve ? "device.approve" : "device.deny", outcome: "failure", ...actor, actorType: "user", actorId: userId, metadata: { reason: "unknown, used or expired code" } });
-    throw notFound("No pending login with this code: it may be mistyped, used or expired");
+    throw notFound(NO_PENDING_LOGIN);
   }
   await ctx.audit.record({
     action: approve ? "device.approve" : "device.deny",

@@ -1,6 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
+import type { Context } from "hono";
 import { errorResponses, jsonBody, jsonContent, security, unauthenticated, unixSeconds, type ServiceApp } from "@core/kit";
+import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { user } from "../db/schema.js";
@@ -17,7 +19,7 @@ const ProfileSchema = z
   .openapi("Profile");
 
 /** spec §2.6: name optional min1, image a URI or null (http(s) only: it is shown in pages) */
-const ProfileInput = z
+export const ProfileInput = z
   .object({
     name: z.string().min(1).max(100).optional(),
     image: z
@@ -72,22 +74,25 @@ export function profileRoutes(app: ServiceApp, ctx: IamContext) {
     }),
     async (c) => {
       const { principal } = await requireSession(c, ctx.session);
-      const changes = c.req.valid("json");
-      if (Object.keys(changes).length > 0) {
-        await ctx.db
-          .update(user)
-          .set({ ...changes, updatedAt: ctx.clock.now() })
-          .where(eq(user.id, principal.userId));
-        await ctx.audit.record({
-          action: "profile.update",
-          outcome: "success",
-          ...actorOf(c, { kind: "principal", principal }),
-          targetType: "user",
-          targetId: principal.userId,
-          metadata: { fields: Object.keys(changes) },
-        });
-      }
+      await updateProfile(c, ctx, principal, c.req.valid("json"));
       return c.json(profileJson(await load(principal.userId)), 200);
     },
   );
+}
+
+/** Changes the caller's name or image, audited; the JSON route and the account page share it. */
+export async function updateProfile(c: Context, ctx: IamContext, principal: Principal, changes: z.infer<typeof ProfileInput>) {
+  if (Object.keys(changes).length === 0) return;
+  await ctx.db
+    .update(user)
+    .set({ ...changes, updatedAt: ctx.clock.now() })
+    .where(eq(user.id, principal.userId));
+  await ctx.audit.record({
+    action: "profile.update",
+    outcome: "success",
+    ...actorOf(c, { kind: "principal", principal }),
+    targetType: "user",
+    targetId: principal.userId,
+    metadata: { fields: Object.keys(changes) },
+  });
 }

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
+import type { Context } from "hono";
 import { errorResponses, jsonBody, jsonContent, notFound, readJsonBody, security, unauthenticated, type ServiceApp } from "@core/kit";
-import { PrincipalSchema } from "@core/service-auth";
+import { PrincipalSchema, type Principal } from "@core/service-auth";
 import { actorOf, requireServiceCaller, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { session, user } from "../db/schema.js";
@@ -82,24 +83,7 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     }),
     async (c) => {
       const { principal } = await requireSession(c, ctx.session);
-      const rows = await ctx.db
-        .select()
-        .from(session)
-        .where(and(eq(session.userId, principal.userId), gt(session.expiresAt, ctx.clock.now())))
-        .orderBy(desc(session.createdAt));
-      return c.json(
-        {
-          data: rows.map((s) => ({
-            id: s.id,
-            createdAt: s.createdAt.toISOString(),
-            expiresAt: s.expiresAt.toISOString(),
-            ipAddress: s.ipAddress,
-            userAgent: s.userAgent,
-            current: s.id === principal.sessionId,
-          })),
-        },
-        200,
-      );
+      return c.json({ data: await activeSessions(ctx, principal) }, 200);
     },
   );
 
@@ -115,21 +99,43 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     async (c) => {
       const { principal } = await requireSession(c, ctx.session);
       const { id } = c.req.valid("param");
-      const deleted = await ctx.db
-        .delete(session)
-        .where(and(eq(session.id, id), eq(session.userId, principal.userId)))
-        .returning({ id: session.id });
-      if (deleted.length === 0) throw notFound("No such session of yours");
-      ctx.forgetPrincipals();
-      await ctx.audit.record({
-        action: "session.revoke",
-        outcome: "success",
-        ...actorOf(c, { kind: "principal", principal }),
-        orgId: principal.orgId,
-        targetType: "session",
-        targetId: id,
-      });
+      await revokeSession(c, ctx, principal, id);
       return c.json({ id }, 200);
     },
   );
+}
+
+/** The caller's unexpired sessions, newest first; the JSON route and the account page share it. */
+export async function activeSessions(ctx: IamContext, principal: Principal) {
+  const rows = await ctx.db
+    .select()
+    .from(session)
+    .where(and(eq(session.userId, principal.userId), gt(session.expiresAt, ctx.clock.now())))
+    .orderBy(desc(session.createdAt));
+  return rows.map((s) => ({
+    id: s.id,
+    createdAt: s.createdAt.toISOString(),
+    expiresAt: s.expiresAt.toISOString(),
+    ipAddress: s.ipAddress,
+    userAgent: s.userAgent,
+    current: s.id === principal.sessionId,
+  }));
+}
+
+/** Ends one of the caller's sessions at once (404 for anyone else's), audited. */
+export async function revokeSession(c: Context, ctx: IamContext, principal: Principal, id: string) {
+  const deleted = await ctx.db
+    .delete(session)
+    .where(and(eq(session.id, id), eq(session.userId, principal.userId)))
+    .returning({ id: session.id });
+  if (deleted.length === 0) throw notFound("No such session of yours");
+  ctx.forgetPrincipals();
+  await ctx.audit.record({
+    action: "session.revoke",
+    outcome: "success",
+    ...actorOf(c, { kind: "principal", principal }),
+    orgId: principal.orgId,
+    targetType: "session",
+    targetId: id,
+  });
 }

@@ -1,0 +1,45 @@
+import type { Context } from "hono";
+import { withRequestId } from "@core/kit";
+import { clientIpOf } from "./access.js";
+import type { AuditLog } from "./audit.js";
+import { CLIENT_IP_HEADER, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+
+/**
+ * A request through better-auth's own handler, exactly as its `/api/auth/*` routes run it (spec
+ * §4.2): with the library's origin checks, rate limits and hooks. Our client address and request
+ * id ride along in headers a client cannot set; a 429 gets `Retry-After` and an audit record.
+ */
+export async function callAuthLibrary(c: Context, deps: { auth: Auth; audit: AuditLog }, request: Request): Promise<Response> {
+  const headers = new Headers(request.headers);
+  // our values replace anything a client sent under these names
+  headers.set(CLIENT_IP_HEADER, clientIpOf(c));
+  headers.set(REQUEST_ID_HEADER, c.get("requestId"));
+  const response = await deps.auth.handler(new Request(request, { headers }));
+  if (response.status !== 429) return withRequestId(c, response);
+  const limited = new Response(response.body, response);
+  limited.headers.set("retry-after", response.headers.get("x-retry-after") ?? "60");
+  await deps.audit.record({
+    action: "auth.rate_limited",
+    outcome: "failure",
+    actorType: "anonymous",
+    ip: clientIpOf(c),
+    userAgent: c.req.header("user-agent") ?? null,
+    requestId: c.get("requestId"),
+    metadata: { path: new URL(request.url).pathname },
+  });
+  return withRequestId(c, limited);
+}
+
+/**
+ * A JSON call of a library route on behalf of the browser request `c` (the pages post forms to us,
+ * we post JSON to the library): the browser's cookie, origin and fetch metadata go with it.
+ */
+export function callAuthLibraryAs(c: Context, deps: { auth: Auth; audit: AuditLog }, method: "GET" | "POST", path: string, body?: unknown) {
+  const headers = new Headers(c.req.raw.headers);
+  headers.delete("content-length");
+  headers.delete("content-type");
+  headers.delete("transfer-encoding");
+  if (body !== undefined) headers.set("content-type", "application/json");
+  const url = new URL(`/api/auth${path}`, c.req.url);
+  return callAuthLibrary(c, deps, new Request(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }));
+}
