@@ -28,6 +28,7 @@ import { sessionRoutes } from "./routes/sessions.js";
 import { oauthRoutes } from "./routes/oauth.js";
 import { cliRoutes } from "./routes/cli.js";
 import { DeviceFlow } from "./device-flow.js";
+import { isPagePath, pageRoutes } from "./pages/index.js";
 
 export interface IamDeps {
   db: Db;
@@ -129,8 +130,8 @@ export function createApp(deps: IamDeps) {
     description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
     logger,
     healthChecks: deps.healthChecks ?? [],
-    // the auth library and the OAuth endpoints (forms, RFC 6749) read their own bodies
-    ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/"),
+    // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
+    ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
   });
 
   // who is calling is settled before any input is validated (no credential is 401, never 400);
@@ -164,6 +165,7 @@ export function createApp(deps: IamDeps) {
   profileRoutes(app, ctx);
   oauthRoutes(app, ctx);
   cliRoutes(app, ctx);
+  pageRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
   app.on(["GET", "POST"], "/api/auth/*", (c) => callAuthLibrary(c, ctx, c.req.raw));

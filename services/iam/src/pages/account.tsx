@@ -1,0 +1,288 @@
+import { eq } from "drizzle-orm";
+import type { Context } from "hono";
+import { deleteCookie } from "hono/cookie";
+import { ApiError, unauthenticated, type ServiceApp } from "@core/kit";
+import type { Principal } from "@core/service-auth";
+import { SESSION_COOKIES } from "../access.js";
+import type { IamContext } from "../app.js";
+import { callAuthLibraryAs } from "../auth-library.js";
+import { organization, user } from "../db/schema.js";
+import { ProfileInput, updateProfile } from "../routes/profile.js";
+import { activeSessions, revokeSession } from "../routes/sessions.js";
+import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
+import { libraryRefusal, page, pageSession, render, sessionForm, signInAddress } from "./page.js";
+
+/** What the api-key plugin lists (the key itself is never among it). */
+interface ApiKeyItem {
+  id: string;
+  name: string | null;
+  start: string | null;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+interface AccountView {
+  viewer: Viewer;
+  principal: Principal;
+  name: string;
+  organization: { name: string; slug: string } | null;
+  sessions: Awaited<ReturnType<typeof activeSessions>>;
+  apiKeys: ApiKeyItem[] | null;
+}
+
+interface AccountMessages {
+  notice?: string | null;
+  nameError?: string | null;
+  sessionsError?: string | null;
+  keysError?: string | null;
+  /** a key just created: shown this once */
+  createdKey?: { name: string; key: string } | null;
+  keyName?: string;
+}
+
+const NOTICES: Record<string, string> = {
+  "saved:profile": "Your name is saved.",
+  "created:organization": "Your organization is ready.",
+  "revoked:session": "That session is signed out.",
+  "revoked:key": "The API key is revoked: it no longer works.",
+};
+
+/** key lifetimes offered (the plugin allows 1 to 365 days, or none) */
+const KEY_LIFETIMES = [
+  { value: "30", label: "30 days" },
+  { value: "90", label: "90 days" },
+  { value: "365", label: "1 year" },
+  { value: "never", label: "Never expires" },
+];
+
+const day = (iso: string | Date) => new Date(iso).toISOString().slice(0, 10);
+
+/** "Chrome on Linux" for browsers; other programs (the CLI) by their own user agent. */
+export function describeAgent(agent: string | null): string {
+  if (!agent) return "Unknown program";
+  const browser = /Edg\//.test(agent) ? "Edge" : /Firefox\//.test(agent) ? "Firefox" : /Chrom(e|ium)\//.test(agent) ? "Chrome" : /Safari\//.test(agent) ? "Safari" : null;
+  const os = /Windows/.test(agent) ? "Windows" : /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS" : /Mac OS X/.test(agent) ? "macOS" : /Linux/.test(agent) ? "Linux" : null;
+  if (browser) return os ? `${browser} on ${os}` : browser;
+  return agent.length > 60 ? `${agent.slice(0, 57)}...` : agent;
+}
+
+function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
+  const { view } = props;
+  const m = props.messages ?? {};
+  return (
+    <Layout title="Your account" viewer={view.viewer}>
+      {m.notice ? <Alert kind="success">{m.notice}</Alert> : null}
+
+      <section class="card" aria-labelledby="profile-heading">
+        <h2 id="profile-heading">Profile</h2>
+        <dl class="facts">
+          <dt>Email</dt>
+          <dd>{view.principal.email}</dd>
+        </dl>
+        <form method="post" action="/account/profile">
+          <CsrfField token={view.viewer.csrf} />
+          <Field name="name" label="Name" value={view.name} autocomplete="name" maxlength={100} error={m.nameError} />
+          <button type="submit">Save name</button>
+        </form>
+      </section>
+
+      <section class="card" aria-labelledby="org-heading">
+        <h2 id="org-heading">Organization</h2>
+        {view.organization ? (
+          <dl class="facts">
+            <dt>Name</dt>
+            <dd>{view.organization.name}</dd>
+            <dt>Slug</dt>
+            <dd>
+              <code>{view.organization.slug}</code>
+            </dd>
+            <dt>Your role</dt>
+            <dd>{view.principal.role}</dd>
+          </dl>
+        ) : (
+          <p>You are not in an organization yet.</p>
+        )}
+        <p>
+          <a href="/onboarding">Set up {view.organization ? "another" : "an"} organization</a>
+        </p>
+      </section>
+
+      <section class="card" aria-labelledby="sessions-heading">
+        <h2 id="sessions-heading">Active sessions</h2>
+        {m.sessionsError ? <Alert kind="error">{m.sessionsError}</Alert> : null}
+        <ul class="items">
+          {view.sessions.map((s) => (
+            <li>
+              <div class="item-text">
+                <strong>{describeAgent(s.userAgent)}</strong> {s.current ? <span class="badge">This browser</span> : null}
+                <br />
+                <span class="muted">
+                  {s.ipAddress || "unknown address"} · since {day(s.createdAt)} · until {day(s.expiresAt)}
+                </span>
+              </div>
+              <form method="post" action="/account/sessions/revoke">
+                <CsrfField token={view.viewer.csrf} />
+                <input type="hidden" name="id" value={s.id} />
+                <button type="submit" class="secondary small" aria-label={`${s.current ? "Sign out" : "Revoke"}: ${describeAgent(s.userAgent)}, since ${day(s.createdAt)}`}>
+                  {s.current ? "Sign out" : "Revoke"}
+                </button>
+              </form>
+            </li>
+          ))}
+        </ul>
+      </section>
+
+      <section class="card" aria-labelledby="keys-heading">
+        <h2 id="keys-heading">API keys</h2>
+        <p class="muted">
+          Programs send a key in the <code>x-api-key</code> header and act as you.
+        </p>
+        {m.createdKey ? (
+          <Alert kind="success">
+            <p>
+              New key <strong>{m.createdKey.name}</strong>. Copy it now: it is shown only this once.
+            </p>
+            <code class="secret" id="new-api-key">
+              {m.createdKey.key}
+            </code>
+          </Alert>
+        ) : null}
+        {m.keysError ? (
+          <Alert kind="error" id="keys-error">
+            {m.keysError}
+          </Alert>
+        ) : null}
+        {view.apiKeys === null ? (
+          <p>Your keys could not be listed just now.</p>
+        ) : view.apiKeys.length === 0 ? (
+          <p>You have no API keys.</p>
+        ) : (
+          <ul class="items">
+            {view.apiKeys.map((k) => (
+              <li>
+                <div class="item-text">
+                  <strong>{k.name || "Unnamed key"}</strong> <code>{k.start ?? ""}…</code>
+                  <br />
+                  <span class="muted">
+                    created {day(k.createdAt)} · {k.expiresAt ? `expires ${day(k.expiresAt)}` : "never expires"}
+                  </span>
+                </div>
+                <form method="post" action="/account/api-keys/revoke">
+                  <CsrfField token={view.viewer.csrf} />
+                  <input type="hidden" name="id" value={k.id} />
+                  <button type="submit" class="danger small" aria-label={`Revoke the key ${k.name || k.start || ""}`}>
+                    Revoke
+                  </button>
+                </form>
+              </li>
+            ))}
+          </ul>
+        )}
+        <hr class="divider" />
+        <h3>Create a key</h3>
+        <form method="post" action="/account/api-keys">
+          <CsrfField token={view.viewer.csrf} />
+          <Field name="name" id="field-key-name" label="Key name" value={m.keyName} autocomplete="off" maxlength={100} hint="What uses it, for example: deploy job" describedBy={m.keysError ? "keys-error" : null} />
+          <div class="field">
+            <label for="field-key-lifetime">Expires after</label>
+            <select id="field-key-lifetime" name="lifetime">
+              {KEY_LIFETIMES.map((l) => (
+                <option value={l.value} selected={l.value === "90"}>
+                  {l.label}
+                </option>
+              ))}
+            </select>
+          </div>
+          <button type="submit">Create key</button>
+        </form>
+      </section>
+    </Layout>
+  );
+}
+
+/**
+ * The account page (issue 3): the profile name, the caller's sessions with revoke, and API keys
+ * through better-auth's api-key plugin (listed, created and shown once, revoked).
+ */
+export function accountPages(app: ServiceApp, ctx: IamContext) {
+  async function accountView(c: Context, principal: Principal, viewer: Viewer): Promise<AccountView> {
+    const [row] = await ctx.db.select({ name: user.name }).from(user).where(eq(user.id, principal.userId));
+    if (!row) throw unauthenticated();
+    const [org] = principal.orgId
+      ? await ctx.db.select({ name: organization.name, slug: organization.slug }).from(organization).where(eq(organization.id, principal.orgId))
+      : [];
+    const listed = await callAuthLibraryAs(c, ctx, "GET", "/api-key/list");
+    const apiKeys = listed.ok ? ((await listed.json()) as { apiKeys: ApiKeyItem[] }).apiKeys : null;
+    apiKeys?.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
+    return { viewer, principal, name: row.name, organization: org ?? null, sessions: await activeSessions(ctx, principal), apiKeys };
+  }
+
+  const show = async (c: Context, principal: Principal, viewer: Viewer, messages: AccountMessages = {}, status: 200 | 400 | 404 | 429 | 500 = 200) =>
+    render(c, <AccountPage view={await accountView(c, principal, viewer)} messages={messages} />, status);
+
+  app.get(
+    "/account",
+    page(ctx, async (c) => {
+      const session = await pageSession(c, ctx);
+      if (!session) return c.redirect(signInAddress("/account"), 302);
+      const [key, value] = ["saved", "created", "revoked"].map((k) => [k, c.req.query(k)] as const).find(([, v]) => v) ?? [];
+      return show(c, session.principal, session.viewer, { notice: key ? NOTICES[`${key}:${value}`] : null });
+    }),
+  );
+
+  app.post(
+    "/account/profile",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const parsed = ProfileInput.safeParse({ name: (form.name ?? "").trim() });
+      if (!parsed.success) return show(c, caller.principal, viewer, { nameError: "Give a name of 1 to 100 characters." }, 400);
+      await updateProfile(c, ctx, caller.principal, parsed.data);
+      return c.redirect("/account?saved=profile", 303);
+    }),
+  );
+
+  app.post(
+    "/account/sessions/revoke",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const id = form.id ?? "";
+      try {
+        await revokeSession(c, ctx, caller.principal, id);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        return show(c, caller.principal, viewer, { sessionsError: "That session is not one of yours, or it has ended already." }, 404);
+      }
+      if (id !== caller.principal.sessionId) return c.redirect("/account?revoked=session", 303);
+      // this browser's own session: it is signed out now
+      for (const name of SESSION_COOKIES) deleteCookie(c, name, { path: "/", secure: name.startsWith("__Secure-") });
+      return c.redirect("/sign-in?signed_out=1", 303);
+    }),
+  );
+
+  app.post(
+    "/account/api-keys",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const name = (form.name ?? "").trim();
+      const lifetime = KEY_LIFETIMES.find((l) => l.value === form.lifetime);
+      if (!name || name.length > 100 || !lifetime) {
+        return show(c, caller.principal, viewer, { keysError: "Give the key a name of 1 to 100 characters and choose when it expires.", keyName: name.slice(0, 100) }, 400);
+      }
+      const expiresIn = lifetime.value === "never" ? null : Number(lifetime.value) * 86_400;
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/api-key/create", { name, expiresIn });
+      if (!answer.ok) return show(c, caller.principal, viewer, { keysError: await libraryRefusal(c, answer), keyName: name }, answer.status === 429 ? 429 : 400);
+      const created = (await answer.json()) as { key: string };
+      return show(c, caller.principal, viewer, { createdKey: { name, key: created.key } });
+    }),
+  );
+
+  app.post(
+    "/account/api-keys/revoke",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/api-key/delete", { keyId: form.id ?? "" });
+      if (!answer.ok) return show(c, caller.principal, viewer, { keysError: "That key is not one of yours, or it is revoked already." }, 404);
+      return c.redirect("/account?revoked=key", 303);
+    }),
+  );
+}

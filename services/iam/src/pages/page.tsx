@@ -1,0 +1,167 @@
+import type { Context } from "hono";
+import { html } from "hono/html";
+import type { HtmlEscapedString } from "hono/utils/html";
+import { ApiError, forbidden, loggableError } from "@core/kit";
+import type { Principal } from "@core/service-auth";
+import { requireSession, requireTrustedOrigin, sessionTokenFromCookie, type SessionCaller } from "../access.js";
+import type { IamContext } from "../app.js";
+import { browserBinding, CSRF_FIELD, csrfToken, csrfTokenMatches, type CsrfBinding } from "./csrf.js";
+import { MessagePage, type Viewer } from "./layout.js";
+
+type Markup = HtmlEscapedString | Promise<HtmlEscapedString>;
+
+/**
+ * Headers of every page: never cached (they show sessions and keys), never framed (clickjacking of
+ * the Approve button), no script at all, forms only to ourselves, and a referrer that stays on
+ * this origin (pages carry user codes in their addresses).
+ */
+const PAGE_HEADERS: Record<string, string> = {
+  "cache-control": "no-store",
+  "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "x-frame-options": "DENY",
+  "referrer-policy": "same-origin",
+  "x-content-type-options": "nosniff",
+};
+
+export async function render(c: Context, page: Markup, status: 200 | 400 | 401 | 403 | 404 | 409 | 422 | 429 | 500 | 502 | 503 = 200) {
+  for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
+  return c.html(html`<!DOCTYPE html>${await page}`, status);
+}
+
+/** A GET page's signed-in user (from the session cookie only), or null. */
+export async function pageSession(c: Context, ctx: IamContext): Promise<{ principal: Principal; token: string; viewer: Viewer } | null> {
+  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  const principal = token ? await ctx.principals.bySessionToken(token) : null;
+  if (!token || !principal) return null;
+  return { principal, token, viewer: { email: principal.email ?? "", csrf: csrfToken(ctx.session.secret, { kind: "session", value: token }) } };
+}
+
+export type Form = Record<string, string>;
+
+/**
+ * A form posted by a signed-in user: the session cookie from a trusted origin (requireSession),
+ * and the CSRF token bound to that session.
+ */
+export async function sessionForm(c: Context, ctx: IamContext): Promise<{ caller: SessionCaller; form: Form; viewer: Viewer }> {
+  const caller = await requireSession(c, { ...ctx.session, cookieOnly: true });
+  const form = await formOf(c);
+  const binding: CsrfBinding = { kind: "session", value: caller.token };
+  if (!csrfTokenMatches(ctx.session.secret, binding, form[CSRF_FIELD])) throw csrfRefused();
+  return { caller, form, viewer: { email: caller.principal.email ?? "", csrf: csrfToken(ctx.session.secret, binding) } };
+}
+
+/** A form posted before signing in (sign-in, sign-up): a trusted origin and the browser-bound token. */
+export async function browserForm(c: Context, ctx: IamContext): Promise<Form> {
+  requireTrustedOrigin(c, ctx.session.trustedOrigins);
+  const form = await formOf(c);
+  const binding = browserBinding(c, ctx.config.secureCookies);
+  if (!binding || !csrfTokenMatches(ctx.session.secret, binding, form[CSRF_FIELD])) throw csrfRefused();
+  return form;
+}
+
+const csrfRefused = () => forbidden("This form has expired or did not come from this site. Go back, reload the page and try again.");
+
+async function formOf(c: Context): Promise<Form> {
+  const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/x-www-form-urlencoded" && type !== "multipart/form-data") return {};
+  const raw = await c.req.parseBody();
+  const form: Form = {};
+  for (const [name, value] of Object.entries(raw)) if (typeof value === "string") form[name] = value;
+  return form;
+}
+
+/**
+ * Where to go after signing in: a path on this site only (no `//host`, no backslashes, no control
+ * characters, no encoded slashes that a later decode turns into another host), else null.
+ */
+export function safeNext(value: string | undefined | null): string | null {
+  if (!value || value.length > 1024 || !value.startsWith("/") || value.startsWith("//")) return null;
+  if (value.includes("\\") || /[\u0000-\u001f\u007f]/.test(value)) return null;
+  const path = value.split(/[?#]/)[0]!;
+  if (/%(2f|5c)/i.test(path)) return null;
+  try {
+    const url = new URL(value, "http://core.invalid");
+    return url.origin === "http://core.invalid" ? url.pathname + url.search + url.hash : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The sign-in page, coming back to `next` afterwards. */
+export const signInAddress = (next: string) => `/sign-in?next=${encodeURIComponent(next)}`;
+
+const TITLES: Record<number, string> = {
+  400: "Check your input",
+  401: "Please sign in again",
+  403: "Request refused",
+  404: "Not found",
+  409: "Already taken",
+  413: "Too much data",
+  429: "Too many attempts",
+};
+
+/**
+ * Failures of a page handler become pages, never JSON: the handler's own ApiErrors with their
+ * message, anything else as a logged 500 without details.
+ */
+export async function pageFailure(c: Context, ctx: IamContext, err: unknown, viewer: Viewer | null = null) {
+  if (err instanceof ApiError) {
+    const retryAfter = err.headers["retry-after"];
+    if (retryAfter) c.header("retry-after", retryAfter);
+    const message =
+      err.status === 401
+        ? "Your session has ended. Sign in again to continue."
+        : err.status === 429
+          ? `Too many attempts. Wait ${retryAfter ?? 60} seconds, then try again.`
+          : err.message;
+    const next = err.status === 401 ? { href: "/sign-in", label: "Sign in" } : undefined;
+    const page = <MessagePage title={TITLES[err.status] ?? "Something went wrong"} viewer={err.status === 401 ? null : viewer} kind="error" message={message} next={next} />;
+    return render(c, page, err.status as 400);
+  }
+  ctx.logger.error({ requestId: c.get("requestId"), err: loggableError(err) }, "page failed");
+  return render(c, <MessagePage title="Something went wrong" kind="error" message="Something went wrong on our side. Try again in a moment." />, 500);
+}
+
+/** A 303 to `to`, carrying the cookies the auth library set (or cleared) in `answer`. */
+export function redirectWithCookies(c: Context, answer: Response, to: string) {
+  for (const cookie of answer.headers.getSetCookie()) c.header("set-cookie", cookie, { append: true });
+  c.header("cache-control", "no-store");
+  return c.redirect(to, 303);
+}
+
+/** The auth library's refusal as one plain sentence for a page (its JSON is `{ code, message }`); a 429 passes its Retry-After on. */
+export async function libraryRefusal(c: Context, answer: Response): Promise<string> {
+  if (answer.status === 429) {
+    const retryAfter = answer.headers.get("retry-after") ?? "60";
+    c.header("retry-after", retryAfter);
+    return `Too many attempts. Wait ${retryAfter} seconds, then try again.`;
+  }
+  if (answer.status >= 500) return "Something went wrong on our side. Try again in a moment.";
+  let body: { code?: string; message?: string } = {};
+  try {
+    body = (await answer.json()) as typeof body;
+  } catch {
+    // not JSON: the status decides below
+  }
+  switch (body.code) {
+    case "INVALID_EMAIL_OR_PASSWORD":
+      return "Wrong email or password.";
+    case "USER_ALREADY_EXISTS":
+    case "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL":
+      return "An account with this email already exists. Sign in instead.";
+    case "INVALID_EMAIL":
+      return "Enter a valid email address.";
+    case "PASSWORD_TOO_SHORT":
+      return "Use a password of at least 8 characters.";
+    case "PASSWORD_TOO_LONG":
+      return "Use a password of at most 128 characters.";
+  }
+  if (answer.status === 403) return "This request was refused because it did not come from this site. Reload the page and try again.";
+  return body.message ? `${body.message.replace(/\.$/, "")}.` : "The request could not be completed. Try again.";
+}
+
+/** A handler whose failures become pages (`pageFailure`). */
+export const page =
+  (ctx: IamContext, handler: (c: Context) => Promise<Response>) =>
+  (c: Context): Promise<Response> =>
+    handler(c).catch((err: unknown) => pageFailure(c, ctx, err));

@@ -1,0 +1,200 @@
+import type { Context } from "hono";
+import type { ServiceApp } from "@core/kit";
+import { sessionTokenFromCookie } from "../access.js";
+import type { IamContext } from "../app.js";
+import { callAuthLibraryAs } from "../auth-library.js";
+import { csrfToken, ensureBrowserBinding } from "./csrf.js";
+import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
+import { browserForm, libraryRefusal, page, pageSession, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
+
+type Notice = { kind: "error" | "success" | "info"; text: string } | null;
+
+function SignInPage(props: { csrf: string; next: string | null; email?: string; notice?: Notice; passwordError?: string | null; linkError?: string | null }) {
+  const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
+  return (
+    <Layout title="Sign in">
+      {props.notice ? <Alert kind={props.notice.kind}>{props.notice.text}</Alert> : null}
+      <section class="card" aria-labelledby="password-heading">
+        <h2 id="password-heading">With your password</h2>
+        <form method="post" action="/sign-in">
+          <CsrfField token={props.csrf} />
+          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+          {props.passwordError ? (
+            <Alert kind="error" id="sign-in-error">
+              {props.passwordError}
+            </Alert>
+          ) : null}
+          <Field name="email" label="Email" type="email" autocomplete="username" value={props.email} autofocus={!props.linkError} maxlength={320} describedBy={props.passwordError ? "sign-in-error" : null} />
+          <Field name="password" label="Password" type="password" autocomplete="current-password" maxlength={128} describedBy={props.passwordError ? "sign-in-error" : null} />
+          <button type="submit">Sign in</button>
+        </form>
+      </section>
+      <section class="card" aria-labelledby="link-heading">
+        <h2 id="link-heading">Or with a link by email</h2>
+        <form method="post" action="/sign-in/magic-link">
+          <CsrfField token={props.csrf} />
+          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+          {props.linkError ? (
+            <Alert kind="error" id="link-error">
+              {props.linkError}
+            </Alert>
+          ) : null}
+          <Field name="email" label="Email for the sign-in link" type="email" autocomplete="email" value={props.linkError ? props.email : undefined} autofocus={!!props.linkError} maxlength={320} describedBy={props.linkError ? "link-error" : null} id="field-link-email" />
+          <button type="submit" class="secondary">
+            Email me a link
+          </button>
+        </form>
+      </section>
+      <p>
+        New to Core? <a href={`/sign-up${nextQuery}`}>Create an account</a>
+      </p>
+    </Layout>
+  );
+}
+
+function SignUpPage(props: { csrf: string; next: string | null; name?: string; email?: string; error?: string | null }) {
+  const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
+  const describedBy = props.error ? "sign-up-error" : null;
+  return (
+    <Layout title="Create your account">
+      <div class="card">
+        <form method="post" action="/sign-up">
+          <CsrfField token={props.csrf} />
+          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+          {props.error ? (
+            <Alert kind="error" id="sign-up-error">
+              {props.error}
+            </Alert>
+          ) : null}
+          <Field name="name" label="Your name" autocomplete="name" value={props.name} autofocus maxlength={100} />
+          <Field name="email" label="Email" type="email" autocomplete="email" value={props.email} maxlength={320} describedBy={describedBy} />
+          <Field name="password" label="Password" type="password" autocomplete="new-password" minlength={8} maxlength={128} hint="At least 8 characters." describedBy={describedBy} />
+          <button type="submit">Create account</button>
+        </form>
+      </div>
+      <p>
+        Already have an account? <a href={`/sign-in${nextQuery}`}>Sign in</a>
+      </p>
+    </Layout>
+  );
+}
+
+/** The token of signed-out forms, bound to this browser's CSRF cookie (set now if missing). */
+const browserCsrf = (c: Context, ctx: IamContext) => csrfToken(ctx.session.secret, ensureBrowserBinding(c, ctx.config.secureCookies));
+
+const text = (value: string | undefined, max: number) => (value ?? "").trim().slice(0, max);
+
+/**
+ * Sign-in (password or magic link), sign-up and sign-out pages. They post to us and we post to
+ * better-auth's own routes server-side (spec §4.2), so the library's checks, rate limits and audit
+ * apply as on its JSON routes, and every refusal becomes a sentence on the page.
+ */
+export function signInPages(app: ServiceApp, ctx: IamContext) {
+  app.get(
+    "/sign-in",
+    page(ctx, async (c) => {
+      const next = safeNext(c.req.query("next"));
+      if (await pageSession(c, ctx)) return c.redirect(next ?? "/account", 302);
+      const notice: Notice = c.req.query("signed_out")
+        ? { kind: "success", text: "You are signed out." }
+        : c.req.query("error")
+          ? { kind: "error", text: "That sign-in link is invalid, used or expired. Ask for a new one below." }
+          : next
+            ? { kind: "info", text: "Sign in to continue." }
+            : null;
+      return render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} notice={notice} />);
+    }),
+  );
+
+  app.post(
+    "/sign-in",
+    page(ctx, async (c) => {
+      const form = await browserForm(c, ctx);
+      const next = safeNext(form.next);
+      const email = text(form.email, 320);
+      const password = form.password ?? "";
+      const again = (status: 400 | 401 | 403 | 422 | 429 | 500, error: string) => render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} passwordError={error} />, status);
+      if (!email || !password) return again(400, "Enter your email address and your password.");
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/email", { email, password });
+      if (!answer.ok) return again(statusOf(answer), await libraryRefusal(c, answer));
+      return redirectWithCookies(c, answer, next ?? "/account");
+    }),
+  );
+
+  app.post(
+    "/sign-in/magic-link",
+    page(ctx, async (c) => {
+      const form = await browserForm(c, ctx);
+      const next = safeNext(form.next);
+      const email = text(form.email, 320);
+      if (!email) return render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} linkError="Enter your email address." />, 400);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/magic-link", {
+        email,
+        callbackURL: next ?? "/account",
+        newUserCallbackURL: next ?? "/onboarding",
+        errorCallbackURL: next ? `/sign-in?next=${encodeURIComponent(next)}` : "/sign-in",
+      });
+      if (!answer.ok) {
+        return render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} linkError={await libraryRefusal(c, answer)} />, statusOf(answer));
+      }
+      return render(
+        c,
+        <MessagePage
+          title="Check your email"
+          kind="success"
+          message={
+            <>
+              We sent a sign-in link to <strong>{email}</strong>. It works once, for 10 minutes.
+            </>
+          }
+          next={{ href: next ? `/sign-in?next=${encodeURIComponent(next)}` : "/sign-in", label: "Back to sign-in" }}
+        />,
+      );
+    }),
+  );
+
+  app.get(
+    "/sign-up",
+    page(ctx, async (c) => {
+      const next = safeNext(c.req.query("next"));
+      if (await pageSession(c, ctx)) return c.redirect(next ?? "/account", 302);
+      return render(c, <SignUpPage csrf={browserCsrf(c, ctx)} next={next} />);
+    }),
+  );
+
+  app.post(
+    "/sign-up",
+    page(ctx, async (c) => {
+      const form = await browserForm(c, ctx);
+      const next = safeNext(form.next);
+      const name = text(form.name, 100);
+      const email = text(form.email, 320);
+      const password = form.password ?? "";
+      const again = (status: 400 | 401 | 403 | 422 | 429 | 500, error: string) =>
+        render(c, <SignUpPage csrf={browserCsrf(c, ctx)} next={next} name={name} email={email} error={error} />, status);
+      if (!name || !email || !password) return again(400, "Enter your name, your email address and a password.");
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-up/email", { name, email, password });
+      if (!answer.ok) return again(statusOf(answer), await libraryRefusal(c, answer));
+      // a new account has no organization yet: setting one up comes next, unless the user was on the way somewhere
+      return redirectWithCookies(c, answer, next ?? "/onboarding");
+    }),
+  );
+
+  app.post(
+    "/sign-out",
+    page(ctx, async (c) => {
+      const token = sessionTokenFromCookie(c, ctx.session.secret);
+      // nothing to end: the browser is signed out already
+      if (!token || !(await ctx.principals.bySessionToken(token))) return c.redirect("/sign-in", 303);
+      await sessionForm(c, ctx);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-out", {});
+      if (!answer.ok) return render(c, <MessagePage title="Sign-out failed" kind="error" message={await libraryRefusal(c, answer)} next={{ href: "/account", label: "Back to your account" }} />, statusOf(answer));
+      return redirectWithCookies(c, answer, "/sign-in?signed_out=1");
+    }),
+  );
+}
+
+/** The library's status as a page status (its 4xx as they are, anything else 500). */
+function statusOf(answer: Response): 400 | 401 | 403 | 422 | 429 | 500 {
+  return ([400, 401, 403, 422, 429] as const).find((s) => s === answer.status) ?? 500;
+}
