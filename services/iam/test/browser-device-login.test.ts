@@ -1,0 +1,225 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildCli, CoreProcess, freshHome } from "../../../packages/cli/test/support/cli.js";
+import { startLiveIam, type LiveIam } from "../../../packages/cli/test/support/live-iam.js";
+import { call, PASSWORD, serviceToken, uniqueEmail, uniqueSlug } from "./support/harness.js";
+
+/** DESIGN §9: Debian's Chromium, driven by playwright-core. */
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const SCREENSHOTS = fileURLToPath(new URL("../../../test-output/screenshots/", import.meta.url));
+const hasChromium = existsSync(CHROMIUM);
+
+if (!hasChromium) {
+  const banner = `\n${"!".repeat(100)}\n!! BROWSER TESTS SKIPPED: no Chromium at ${CHROMIUM}. Install it (apt-get install -y chromium);\n!! REQUIRE_BROWSER=1 (CI) turns this into a failure.\n${"!".repeat(100)}\n`;
+  console.warn(banner);
+  if (process.env.REQUIRE_BROWSER === "1") {
+    describe("browser tests (REQUIRE_BROWSER=1)", () => {
+      it(`need Chromium at ${CHROMIUM}`, () => {
+        expect.fail(`REQUIRE_BROWSER=1 but ${CHROMIUM} does not exist: the browser tests cannot run`);
+      });
+    });
+  }
+}
+
+/** Text whose contrast with what is behind it is below WCAG AA (4.5:1), as "TAG 'text' ratio". */
+const LOW_CONTRAST = `(() => {
+  const parse = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null; const [r, g, b, a = 1] = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return { r, g, b, a }; };
+  const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const luminance = ({ r, g, b }) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+  const background = (el) => { for (let e = el; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c; } return { r: 255, g: 255, b: 255, a: 1 }; };
+  const low = [];
+  for (const el of document.querySelectorAll("body *")) {
+    if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+    const style = getComputedStyle(el);
+    const box = el.getBoundingClientRect();
+    if (style.visibility === "hidden" || box.width === 0 || box.right < 0) continue;
+    const [hi, lo] = [luminance(parse(style.color)), luminance(background(el))].sort((x, y) => y - x);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    if (ratio < 4.5) low.push(el.tagName + " '" + el.textContent.trim().slice(0, 40) + "' " + ratio.toFixed(2));
+  }
+  return low;
+})()`;
+
+/** How far the page is wider than the window (0: no sideways scrolling). */
+const OVERFLOW = "document.documentElement.scrollWidth - window.innerWidth";
+
+/**
+ * The whole device login as a person does it (issue 3): the real `core login` process against IAM
+ * listening on loopback, and the pages in headless Chromium: sign up or sign in, Approve or Deny.
+ * Every page is photographed into test-output/screenshots/ for a reviewer.
+ */
+describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () => {
+  let core: string;
+  let live: LiveIam;
+  const contexts: { context: BrowserContext; dir: string }[] = [];
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    [core, live] = await Promise.all([buildCli(), startLiveIam({ deviceIntervalSeconds: 1, deviceCodeSeconds: 120 })]);
+  });
+  afterAll(async () => {
+    for (const { context, dir } of contexts) {
+      await context.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await live?.close();
+  });
+
+  /** A browser with a fresh user data directory: no cookies, no history. */
+  async function freshBrowser(viewport = { width: 1000, height: 800 }): Promise<Page> {
+    const dir = mkdtempSync(join(tmpdir(), "core-chromium-"));
+    const context = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport });
+    contexts.push({ context, dir });
+    return context.pages()[0] ?? (await context.newPage());
+  }
+
+  /** Photographs the page, and checks what every page must be: readable and not wider than the window. */
+  async function look(page: Page, name: string) {
+    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+    expect(await page.evaluate(LOW_CONTRAST), `low-contrast text on ${name}`).toEqual([]);
+    expect(await page.evaluate(OVERFLOW), `sideways scrolling on ${name}`).toBeLessThanOrEqual(0);
+  }
+
+  const heading = (page: Page) => page.locator("h1").innerText();
+
+  /** `core login` started, with the code and the address (code filled in) it printed. */
+  async function startLogin(home: string) {
+    const cli = new CoreProcess(core, ["login", "--iam-url", live.iamUrl], { env: { CORE_HOME: home, CORE_LOGIN_TIMEOUT_SECONDS: "90" } });
+    const [, userCode] = await cli.waitFor(/Your one-time code: ([A-Z]{4}-[A-Z]{4})/);
+    const [address] = await cli.waitFor(/https?:\/\/\S+\/device\?user_code=[A-Z-]+/);
+    return { cli, userCode: userCode!, address: address! };
+  }
+
+  let person: { email: string; name: string };
+
+  it("signs up and approves: core login prints `Authenticated as <email>`, exits 0 and stores the credential", async () => {
+    person = { email: uniqueEmail("browser"), name: "Ada Browser" };
+    const home = freshHome();
+    const { cli, userCode, address } = await startLogin(home);
+    expect(address).toBe(`${live.iamUrl}/device?user_code=${userCode}`);
+
+    const page = await freshBrowser();
+    await page.goto(address);
+    // not signed in: the sign-in page, on the way back to the code
+    expect(new URL(page.url()).pathname).toBe("/sign-in");
+    expect(await heading(page)).toBe("Sign in");
+    expect(await page.evaluate("document.activeElement.id")).toBe("field-email");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate("document.activeElement.id")).toBe("field-password");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate("document.activeElement.textContent")).toBe("Sign in");
+    await look(page, "01-sign-in");
+
+    await page.getByRole("link", { name: "Create an account" }).click();
+    expect(await heading(page)).toBe("Create your account");
+    await page.getByLabel("Your name").fill(person.name);
+    await page.getByLabel("Email").fill(person.email);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await look(page, "02-sign-up");
+    await page.getByRole("button", { name: "Create account" }).click();
+
+    // signed up and back at the code: what is asking, and the choice
+    expect(await heading(page)).toBe("Approve this sign-in?");
+    expect(await page.locator(".code").innerText()).toBe(userCode);
+    const facts = await page.locator("dl.facts").innerText();
+    expect(facts).toMatch(/Program\s+core-cli\//);
+    expect(facts).toMatch(/From address\s+127\.0\.0\.1/);
+    await look(page, "03-device-confirm");
+    await page.getByRole("button", { name: "Approve" }).click();
+    expect(await heading(page)).toBe("Device approved");
+    expect(await page.getByRole("status").innerText()).toContain("Device approved — you can return to your terminal.");
+    await look(page, "04-device-approved");
+
+    const done = await cli.finished;
+    expect(done.stdout.trim().split("\n").at(-1)).toBe(`Authenticated as ${person.email}`);
+    expect(done.code).toBe(0);
+    const credentials = join(home, "credentials.json");
+    expect(JSON.parse(readFileSync(credentials, "utf8"))).toMatchObject({ email: person.email, audience: "core-cli", iamUrl: live.iamUrl });
+    expect(statSync(credentials).mode & 0o777).toBe(0o600);
+    expect(statSync(dirname(credentials)).mode & 0o777).toBe(0o700);
+
+    // the account page lists the CLI's session beside this browser's
+    await page.getByRole("link", { name: "Your account and sessions" }).click();
+    expect(await heading(page)).toBe("Your account");
+    const sessions = page.locator("section[aria-labelledby=sessions-heading] li");
+    expect(await sessions.count()).toBe(2);
+    expect(await sessions.filter({ hasText: "This browser" }).innerText()).toContain("Chrome on Linux");
+  }, 90_000);
+
+  it("sets up an organization and manages an API key in the browser", async () => {
+    const page = await freshBrowser();
+    await page.goto(`${live.iamUrl}/sign-in`);
+    await page.getByLabel("Email", { exact: true }).fill(person.email);
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+    expect(await heading(page)).toBe("Your account");
+
+    await page.goto(`${live.iamUrl}/onboarding`);
+    expect(await heading(page)).toBe("Set up your organization");
+    const slug = uniqueSlug("browser");
+    await page.getByLabel("Organization name").fill("Browser Works");
+    await page.getByLabel("Slug").fill(slug);
+    await look(page, "05-onboarding");
+    await page.getByRole("button", { name: "Create organization" }).click();
+    expect(await heading(page)).toBe("Your account");
+    expect(await page.locator("section[aria-labelledby=org-heading]").innerText()).toContain(slug);
+
+    await page.getByLabel("Key name").fill("deploy job");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const key = await page.locator("#new-api-key").innerText();
+    expect(key).toMatch(/^core_/);
+    await look(page, "06-account-new-api-key");
+    const keyValid = async () => (await call(live.iam, "POST", "/api/core/apikey/validate", { token: await serviceToken(live.iam), body: { key } })).body.valid;
+    expect(await keyValid()).toBe(true);
+
+    await page.getByRole("button", { name: /^Revoke the key deploy job/ }).click();
+    expect(await page.getByRole("status").first().innerText()).toContain("The API key is revoked");
+    expect(await keyValid()).toBe(false);
+    await look(page, "07-account");
+
+    await page.goto(`${live.iamUrl}/device`);
+    expect(await heading(page)).toBe("Connect a device");
+    await look(page, "08-device-enter-code");
+    await page.getByLabel("Code").fill("BCDF-GHJK");
+    await page.getByRole("button", { name: "Continue" }).click();
+    expect(await heading(page)).toBe("Code not found or expired");
+    await look(page, "09-device-code-not-found");
+
+    await page.getByRole("button", { name: "Sign out", exact: true }).click();
+    expect(await heading(page)).toBe("Sign in");
+    expect(await page.getByRole("status").innerText()).toBe("You are signed out.");
+    await page.goto(`${live.iamUrl}/account`);
+    expect(new URL(page.url()).pathname).toBe("/sign-in");
+  }, 90_000);
+
+  it("signs in on a phone-sized screen and denies: core login prints `Access denied.` and exits 1", async () => {
+    const home = freshHome();
+    const { cli, address } = await startLogin(home);
+    const page = await freshBrowser({ width: 360, height: 740 });
+    await page.goto(address);
+    expect(await heading(page)).toBe("Sign in");
+    await page.getByLabel("Email", { exact: true }).fill(person.email);
+    await page.getByLabel("Password", { exact: true }).fill("not-the-password");
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+    expect(await page.getByRole("alert").innerText()).toBe("Wrong email or password.");
+    await look(page, "10-sign-in-wrong-password-mobile");
+    await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+
+    expect(await heading(page)).toBe("Approve this sign-in?");
+    await look(page, "11-device-confirm-mobile");
+    await page.getByRole("button", { name: "Deny" }).click();
+    expect(await heading(page)).toBe("Request denied");
+    await look(page, "12-device-denied-mobile");
+
+    const done = await cli.finished;
+    expect(done.stderr + done.stdout).toContain("Access denied.");
+    expect(done.code).toBe(1);
+    expect(existsSync(join(home, "credentials.json"))).toBe(false);
+  }, 90_000);
+});
