@@ -1,6 +1,6 @@
 import { ApiError, type ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
-import { displayUserCode, normalizeUserCode, type DeviceRequest } from "../device-flow.js";
+import { displayUserCode, type DeviceRequest } from "../device-flow.js";
 import { decideDeviceLogin, findDeviceLogin } from "../routes/oauth.js";
 import { Alert, CsrfField, Field, Layout, MessagePage, type Viewer } from "./layout.js";
 import { page, pageFailure, pageSession, render, sessionForm, signInAddress } from "./page.js";
@@ -140,7 +140,7 @@ export function devicePages(app: ServiceApp, ctx: IamContext) {
       try {
         await decideDeviceLogin(c, ctx, caller.principal.userId, entered, decision === "approve");
       } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return render(c, <CodeNotFoundPage viewer={viewer} value={normalizeUserCode(entered) ? displayUserCode(normalizeUserCode(entered)!) : entered} />, 404);
+        if (err instanceof ApiError && err.status === 404) return render(c, <CodeNotFoundPage viewer={viewer} value={entered} />, 404);
         return pageFailure(c, ctx, err, viewer);
       }
       if (decision === "deny") {

@@ -9,6 +9,21 @@ import { browserForm, libraryRefusal, page, pageSession, redirectWithCookies, re
 
 type Notice = { kind: "error" | "success" | "info"; text: string } | null;
 
+/** What every signed-out form starts with: its CSRF token, where to go afterwards, and its error. */
+function SignedOutFormStart(props: { csrf: string; next: string | null; error?: string | null; errorId: string }) {
+  return (
+    <>
+      <CsrfField token={props.csrf} />
+      {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
+      {props.error ? (
+        <Alert kind="error" id={props.errorId}>
+          {props.error}
+        </Alert>
+      ) : null}
+    </>
+  );
+}
+
 function SignInPage(props: { csrf: string; next: string | null; email?: string; notice?: Notice; passwordError?: string | null; linkError?: string | null }) {
   const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
   return (
@@ -17,13 +32,7 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
       <section class="card" aria-labelledby="password-heading">
         <h2 id="password-heading">With your password</h2>
         <form method="post" action="/sign-in">
-          <CsrfField token={props.csrf} />
-          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
-          {props.passwordError ? (
-            <Alert kind="error" id="sign-in-error">
-              {props.passwordError}
-            </Alert>
-          ) : null}
+          <SignedOutFormStart csrf={props.csrf} next={props.next} error={props.passwordError} errorId="sign-in-error" />
           <Field name="email" label="Email" type="email" autocomplete="username" value={props.email} autofocus={!props.linkError} maxlength={320} describedBy={props.passwordError ? "sign-in-error" : null} />
           <Field name="password" label="Password" type="password" autocomplete="current-password" maxlength={128} describedBy={props.passwordError ? "sign-in-error" : null} />
           <button type="submit">Sign in</button>
@@ -32,13 +41,7 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
       <section class="card" aria-labelledby="link-heading">
         <h2 id="link-heading">Or with a link by email</h2>
         <form method="post" action="/sign-in/magic-link">
-          <CsrfField token={props.csrf} />
-          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
-          {props.linkError ? (
-            <Alert kind="error" id="link-error">
-              {props.linkError}
-            </Alert>
-          ) : null}
+          <SignedOutFormStart csrf={props.csrf} next={props.next} error={props.linkError} errorId="link-error" />
           <Field name="email" label="Email for the sign-in link" type="email" autocomplete="email" value={props.linkError ? props.email : undefined} autofocus={!!props.linkError} maxlength={320} describedBy={props.linkError ? "link-error" : null} id="field-link-email" />
           <button type="submit" class="secondary">
             Email me a link
@@ -59,13 +62,7 @@ function SignUpPage(props: { csrf: string; next: string | null; name?: string; e
     <Layout title="Create your account">
       <div class="card">
         <form method="post" action="/sign-up">
-          <CsrfField token={props.csrf} />
-          {props.next ? <input type="hidden" name="next" value={props.next} /> : null}
-          {props.error ? (
-            <Alert kind="error" id="sign-up-error">
-              {props.error}
-            </Alert>
-          ) : null}
+          <SignedOutFormStart csrf={props.csrf} next={props.next} error={props.error} errorId="sign-up-error" />
           <Field name="name" label="Your name" autocomplete="name" value={props.name} autofocus maxlength={100} />
           <Field name="email" label="Email" type="email" autocomplete="email" value={props.email} maxlength={320} describedBy={describedBy} />
           <Field name="password" label="Password" type="password" autocomplete="new-password" minlength={8} maxlength={128} hint="At least 8 characters." describedBy={describedBy} />
