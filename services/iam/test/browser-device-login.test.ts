@@ -6,7 +6,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCli, CoreProcess, freshHome } from "../../../packages/cli/test/support/cli.js";
 import { startLiveIam, type LiveIam } from "../../../packages/cli/test/support/live-iam.js";
-import { call, PASSWORD, serviceToken, uniqueEmail, uniqueSlug } from "./support/harness.js";
+import { call, PASSWORD, serviceToken, signUp, uniqueEmail, uniqueSlug, type SignedUp } from "./support/harness.js";
 
 /** DESIGN §9: Debian's Chromium, driven by playwright-core. */
 const CHROMIUM = "/usr/bin/chromium";
@@ -58,9 +58,13 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
   let live: LiveIam;
   const contexts: { context: BrowserContext; dir: string }[] = [];
 
+  /** someone who signed up before, for the tests that sign in */
+  let returning: SignedUp;
+
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     [core, live] = await Promise.all([buildCli(), startLiveIam({ deviceIntervalSeconds: 1, deviceCodeSeconds: 120 })]);
+    returning = await signUp(live.iam, uniqueEmail("returning"));
   });
   afterAll(async () => {
     for (const { context, dir } of contexts) {
@@ -95,10 +99,8 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     return { cli, userCode: userCode!, address: address! };
   }
 
-  let person: { email: string; name: string };
-
   it("signs up and approves: core login prints `Authenticated as <email>`, exits 0 and stores the credential", async () => {
-    person = { email: uniqueEmail("browser"), name: "Ada Browser" };
+    const person = { email: uniqueEmail("browser"), name: "Ada Browser" };
     const home = freshHome();
     const { cli, userCode, address } = await startLogin(home);
     expect(address).toBe(`${live.iamUrl}/device?user_code=${userCode}`);
@@ -154,7 +156,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
   it("sets up an organization and manages an API key in the browser", async () => {
     const page = await freshBrowser();
     await page.goto(`${live.iamUrl}/sign-in`);
-    await page.getByLabel("Email", { exact: true }).fill(person.email);
+    await page.getByLabel("Email", { exact: true }).fill(returning.email);
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
     expect(await heading(page)).toBe("Your account");
@@ -203,7 +205,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     const page = await freshBrowser({ width: 360, height: 740 });
     await page.goto(address);
     expect(await heading(page)).toBe("Sign in");
-    await page.getByLabel("Email", { exact: true }).fill(person.email);
+    await page.getByLabel("Email", { exact: true }).fill(returning.email);
     await page.getByLabel("Password", { exact: true }).fill("not-the-password");
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
     expect(await page.getByRole("alert").innerText()).toBe("Wrong email or password.");
