@@ -8,6 +8,9 @@ import { fileURLToPath } from "node:url";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
+/** The `core` executable (packages/cli), bundled by `bundleCli`. */
+export const cliEntry = { in: join(root, "packages/cli/src/main.ts"), out: join(root, "packages/cli/dist/core"), cli: true };
+
 export function entries() {
   const list = [];
   for (const name of readdirSync(join(root, "services"))) {
@@ -20,8 +23,6 @@ export function entries() {
   list.push(cliEntry);
   return list;
 }
-
-export const cliEntry = { in: join(root, "packages/cli/src/main.ts"), out: join(root, "packages/cli/dist/core"), cli: true };
 
 const externalDependencies = {
   name: "external-dependencies",

@@ -46,18 +46,26 @@ export async function readCredential(path: string): Promise<Credential | null> {
  * sees the old record or the new one, never half of one. The directory is created with mode 0700.
  */
 export async function writeCredential(path: string, credential: Credential): Promise<void> {
+  try {
+    await writeAtomically(path, `${JSON.stringify(credential, null, 2)}\n`);
+  } catch (err) {
+    throw failures.cannotWriteCredentials(path, (err as Error).message);
+  }
+}
+
+async function writeAtomically(path: string, content: string) {
   const directory = dirname(path);
   await mkdir(directory, { recursive: true, mode: 0o700 });
   // a name no one else uses; "wx" refuses to reuse one anyway (node:crypto would cost start-up time)
   const temporary = join(directory, `.credentials.${process.pid}.${Math.random().toString(36).slice(2, 10)}.tmp`);
   const file = await open(temporary, "wx", 0o600);
   try {
-    await file.writeFile(`${JSON.stringify(credential, null, 2)}\n`);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  try {
+    try {
+      await file.writeFile(content);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
     await rename(temporary, path);
   } catch (err) {
     await rm(temporary, { force: true });

@@ -61,6 +61,8 @@ export const failures = {
   // local problems
   damagedCredentials: (path: string, reason: string) =>
     new CliFailure("damaged_credentials", `The credential file ${path} cannot be read (${reason}). Run core login to replace it, or core logout to remove it.`),
+  cannotWriteCredentials: (path: string, reason: string) =>
+    new CliFailure("cannot_write_credentials", `Cannot write ${path} (${reason}). Set CORE_HOME to a directory you can write.`),
   credentialsBusy: (lockPath: string) =>
     new CliFailure("credentials_busy", `Another core process is refreshing the login (lock ${lockPath}). Try again; delete the lock file if it stays.`),
   invalidIamUrl: (value: string, from: string) =>

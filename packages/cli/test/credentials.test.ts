@@ -41,6 +41,15 @@ describe("the credential file (spec §2.1, §4.8, §8)", () => {
     expect(readdirSync(home)).toEqual(["credentials.json"]);
   });
 
+  it("a place it cannot write is a clear failure that names the file and CORE_HOME", async () => {
+    const blocker = join(scratch(), "a-file");
+    writeFileSync(blocker, "");
+    const path = join(blocker, ".core", "credentials.json");
+    const err = await writeCredential(path, credential).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CliFailure);
+    expect((err as Error).message).toMatch(new RegExp(`^Cannot write ${path} \\(ENOTDIR: .*\\)\\. Set CORE_HOME to a directory you can write\\.$`));
+  });
+
   it("reads back what it wrote; no file is no credential", async () => {
     const path = join(scratch(), "credentials.json");
     expect(await readCredential(path)).toBeNull();

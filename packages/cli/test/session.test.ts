@@ -22,7 +22,8 @@ describe("core whoami, status, token, logout", () => {
     writeFileSync(credentialsPath(home), JSON.stringify(record), { mode: 0o600 });
   };
   const exists = (path: string) => statSync(path, { throwIfNoEntry: false }) !== undefined;
-  const core_ = (home: string, args: string[], env: Record<string, string> = {}) => runCli(core, args, { env: { CORE_HOME: home, ...env } });
+  /** `core <args>` with `CORE_HOME=home`. */
+  const runIn = (home: string, args: string[], env: Record<string, string> = {}) => runCli(core, args, { env: { CORE_HOME: home, ...env } });
   const HOUR_AGO = () => new Date(Date.now() - 3_600_000).toISOString();
 
   /** A device login through the real CLI; answers the home it stored the credential in. */
@@ -42,7 +43,7 @@ describe("core whoami, status, token, logout", () => {
       const ada = await userWithPlatform(live.iam);
       const { home } = await loggedIn(ada);
       const identity = (await whoamiOf(live.iam, stored(home).token)).body;
-      const done = await core_(home, ["whoami"]);
+      const done = await runIn(home, ["whoami"]);
       expect(done.code).toBe(0);
       expect(done.stdout).toContain(`Logged in to ${live.iamUrl} as ${ada.email}`);
       expect(done.stdout).toContain(identity.platformId ? `Platform: ${identity.platformId} (role: ${identity.role})` : "Platform: none");
@@ -51,7 +52,7 @@ describe("core whoami, status, token, logout", () => {
 
     it("--json gives the identity response's fields with the address and source", async () => {
       const { home, person } = await loggedIn();
-      const done = await core_(home, ["whoami", "--json"]);
+      const done = await runIn(home, ["whoami", "--json"]);
       const answer = JSON.parse(done.stdout);
       expect(answer).toMatchObject({ email: person.email, iamUrl: live.iamUrl, source: "file", credential: credentialsPath(home) });
       expect(Object.keys(answer).sort()).toEqual(["credential", "email", "expiresAt", "iamUrl", "platformId", "role", "source"]);
@@ -61,7 +62,7 @@ describe("core whoami, status, token, logout", () => {
       const { home } = await loggedIn();
       const before = readFileSync(credentialsPath(home));
       const mtime = statSync(credentialsPath(home)).mtimeMs;
-      expect((await core_(home, ["whoami"])).code).toBe(0);
+      expect((await runIn(home, ["whoami"])).code).toBe(0);
       expect(readFileSync(credentialsPath(home))).toEqual(before);
       expect(statSync(credentialsPath(home)).mtimeMs).toBe(mtime);
     });
@@ -71,7 +72,7 @@ describe("core whoami, status, token, logout", () => {
       const expiredAt = HOUR_AGO();
       store(home, { ...stored(home), expiresAt: expiredAt });
       const before = readFileSync(credentialsPath(home));
-      const done = await core_(home, ["whoami"]);
+      const done = await runIn(home, ["whoami"]);
       expect(done.code).toBe(1);
       expect(done.stderr.trim()).toBe(`Your login as ${person.email} expired at ${expiredAt}. Run: core login (or core token, which refreshes it)`);
       expect(readFileSync(credentialsPath(home))).toEqual(before);
@@ -83,7 +84,7 @@ describe("core whoami, status, token, logout", () => {
         headers: { "content-type": "application/x-www-form-urlencoded" },
         body: new URLSearchParams({ token: stored(home).token, client_id: "core-cli" }).toString(),
       });
-      const done = await core_(home, ["whoami"]);
+      const done = await runIn(home, ["whoami"]);
       expect(done.code).toBe(1);
       expect(done.stderr).toContain(`IAM at ${live.iamUrl} no longer accepts the stored token (UNAUTHENTICATED`);
       expect(done.stderr).toContain("Run: core login");
@@ -92,7 +93,7 @@ describe("core whoami, status, token, logout", () => {
     it("CORE_TOKEN wins over the stored file", async () => {
       const { home } = await loggedIn();
       const bob = await signUp(live.iam);
-      const done = await core_(home, ["whoami"], { CORE_TOKEN: bob.token, CORE_IAM_URL: live.iamUrl });
+      const done = await runIn(home, ["whoami"], { CORE_TOKEN: bob.token, CORE_IAM_URL: live.iamUrl });
       expect(done.code).toBe(0);
       expect(done.stdout).toContain(`as ${bob.email}`);
       expect(done.stdout).toContain("Credential: CORE_TOKEN");
@@ -101,14 +102,14 @@ describe("core whoami, status, token, logout", () => {
     it("CORE_TOKEN goes to --iam-url before CORE_IAM_URL", async () => {
       const bob = await signUp(live.iam);
       const closed = `http://127.0.0.1:${await freePort()}`;
-      const done = await core_(freshHome(), ["whoami", "--iam-url", live.iamUrl], { CORE_TOKEN: bob.token, CORE_IAM_URL: closed });
+      const done = await runIn(freshHome(), ["whoami", "--iam-url", live.iamUrl], { CORE_TOKEN: bob.token, CORE_IAM_URL: closed });
       expect(done.code).toBe(0);
       expect(done.stdout).toContain(`Logged in to ${live.iamUrl} as ${bob.email}`);
     });
 
     it("not logged in: says so and how to log in, exit 1", async () => {
       const home = freshHome();
-      const done = await core_(home, ["whoami"]);
+      const done = await runIn(home, ["whoami"]);
       expect(done).toMatchObject({ code: 1, stdout: "" });
       expect(done.stderr.trim()).toBe(`Not logged in (no CORE_TOKEN and no ${credentialsPath(home)}). Run: core login`);
     });
@@ -117,7 +118,7 @@ describe("core whoami, status, token, logout", () => {
       const { home } = await loggedIn();
       const closed = `http://127.0.0.1:${await freePort()}`;
       store(home, { ...stored(home), iamUrl: closed });
-      const done = await core_(home, ["whoami"]);
+      const done = await runIn(home, ["whoami"]);
       expect(done.code).toBe(1);
       expect(done.stderr.trim()).toBe(`Cannot reach IAM at ${closed} (connection refused). Check the network, or whether IAM runs there.`);
     });
@@ -127,7 +128,7 @@ describe("core whoami, status, token, logout", () => {
       mkdirSync(home, { recursive: true });
       writeFileSync(credentialsPath(home), "{ not json");
       for (const command of ["whoami", "status", "token"]) {
-        const done = await core_(home, [command]);
+        const done = await runIn(home, [command]);
         expect(done.code).toBe(1);
         expect(done.stderr).toContain(`The credential file ${credentialsPath(home)} cannot be read (not JSON)`);
         expect(done.stderr).not.toMatch(STACK_FRAME);
@@ -140,7 +141,7 @@ describe("core whoami, status, token, logout", () => {
       const { home, person } = await loggedIn();
       const record = stored(home);
       store(home, { ...record, iamUrl: `http://127.0.0.1:${await freePort()}` });
-      const done = await core_(home, ["status"]);
+      const done = await runIn(home, ["status"]);
       expect(done.code).toBe(0);
       expect(done.stdout).toContain(`Using the stored login in ${credentialsPath(home)}`);
       expect(done.stdout).toContain(`account:  ${person.email}`);
@@ -151,12 +152,12 @@ describe("core whoami, status, token, logout", () => {
     it("shows an expired login as expired, with the way out", async () => {
       const { home } = await loggedIn();
       store(home, { ...stored(home), expiresAt: HOUR_AGO() });
-      expect((await core_(home, ["status"])).stdout).toContain("(expired; core token refreshes it)");
+      expect((await runIn(home, ["status"])).stdout).toContain("(expired; core token refreshes it)");
     });
 
     it("names CORE_TOKEN when it is set, and the stored login it overrides", async () => {
       const { home, person } = await loggedIn();
-      const done = await core_(home, ["status"], { CORE_TOKEN: "ci-token" });
+      const done = await runIn(home, ["status"], { CORE_TOKEN: "ci-token" });
       expect(done.code).toBe(0);
       expect(done.stdout).toContain("Using the token in CORE_TOKEN, for IAM at http://localhost:4100.");
       expect(done.stdout).toContain(`The stored login in ${credentialsPath(home)} (${person.email}) is ignored while CORE_TOKEN is set.`);
@@ -164,7 +165,7 @@ describe("core whoami, status, token, logout", () => {
 
     it("--json describes the credential but never prints the tokens", async () => {
       const { home, person } = await loggedIn();
-      const done = await core_(home, ["status", "--json"]);
+      const done = await runIn(home, ["status", "--json"]);
       const answer = JSON.parse(done.stdout);
       expect(answer).toMatchObject({ source: "file", credentialsPath: credentialsPath(home), email: person.email, iamUrl: live.iamUrl, audience: "core-cli", expired: false, refreshable: true });
       expect(done.stdout).not.toContain(stored(home).token);
@@ -172,7 +173,7 @@ describe("core whoami, status, token, logout", () => {
     });
 
     it("not logged in: exit 1", async () => {
-      const done = await core_(freshHome(), ["status"]);
+      const done = await runIn(freshHome(), ["status"]);
       expect(done.code).toBe(1);
       expect(done.stderr).toMatch(/^Not logged in/);
     });
@@ -181,7 +182,7 @@ describe("core whoami, status, token, logout", () => {
   describe("core token", () => {
     it("prints the stored access token, and nothing else, while it is valid", async () => {
       const { home } = await loggedIn();
-      const done = await core_(home, ["token"]);
+      const done = await runIn(home, ["token"]);
       expect(done).toMatchObject({ code: 0, stdout: `${stored(home).token}\n`, stderr: "" });
     });
 
@@ -189,7 +190,7 @@ describe("core whoami, status, token, logout", () => {
       const { home, person } = await loggedIn();
       const old = stored(home);
       store(home, { ...old, expiresAt: HOUR_AGO() });
-      const done = await core_(home, ["token"]);
+      const done = await runIn(home, ["token"]);
       expect(done.code).toBe(0);
       const now = stored(home);
       expect(done.stdout).toBe(`${now.token}\n`);
@@ -200,13 +201,13 @@ describe("core whoami, status, token, logout", () => {
       expect((await whoamiOf(live.iam, now.token)).body.email).toBe(person.email);
       expect(statSync(credentialsPath(home)).mode & 0o777).toBe(0o600);
       // and the next call uses the new token as it is
-      expect((await core_(home, ["token"])).stdout).toBe(`${now.token}\n`);
+      expect((await runIn(home, ["token"])).stdout).toBe(`${now.token}\n`);
     });
 
     it("two core token at once refresh once: both print the same token and the login survives", async () => {
       const { home } = await loggedIn();
       store(home, { ...stored(home), expiresAt: HOUR_AGO() });
-      const [a, b] = await Promise.all([core_(home, ["token"]), core_(home, ["token"])]);
+      const [a, b] = await Promise.all([runIn(home, ["token"]), runIn(home, ["token"])]);
       expect([a.code, b.code]).toEqual([0, 0]);
       expect(a.stdout).toBe(b.stdout);
       // a second use of the spent refresh token would have revoked the whole login (RFC 9700 §4.14)
@@ -219,7 +220,7 @@ describe("core whoami, status, token, logout", () => {
       const record = stored(home);
       await call(live.iam, "POST", "/oauth/revoke", { body: { token: record.refreshToken, client_id: "core-cli" } });
       store(home, { ...record, expiresAt: HOUR_AGO() });
-      const done = await core_(home, ["token"]);
+      const done = await runIn(home, ["token"]);
       expect(done.code).toBe(1);
       expect(done.stderr.trim()).toBe(`IAM at ${live.iamUrl} refused to refresh your login (invalid_grant): it was revoked or has expired. Run: core login`);
     });
@@ -228,20 +229,20 @@ describe("core whoami, status, token, logout", () => {
       const home = freshHome();
       const expiredAt = HOUR_AGO();
       store(home, { token: "t", refreshToken: null, email: "ci-user", platformId: null, role: "", expiresAt: expiredAt, iamUrl: live.iamUrl, audience: "core-cli" });
-      const done = await core_(home, ["token"]);
+      const done = await runIn(home, ["token"]);
       expect(done.code).toBe(1);
       expect(done.stderr.trim()).toBe(`Your login as ci-user expired at ${expiredAt}. Run: core login`);
     });
 
     it("prints CORE_TOKEN when it is set", async () => {
       const { home } = await loggedIn();
-      expect((await core_(home, ["token"], { CORE_TOKEN: "from-the-environment" })).stdout).toBe("from-the-environment\n");
+      expect((await runIn(home, ["token"], { CORE_TOKEN: "from-the-environment" })).stdout).toBe("from-the-environment\n");
     });
 
     it("--json: the token with its expiry and source", async () => {
       const { home } = await loggedIn();
       const record = stored(home);
-      expect(JSON.parse((await core_(home, ["token", "--json"])).stdout)).toEqual({ token: record.token, expiresAt: record.expiresAt, source: "file", refreshed: false });
+      expect(JSON.parse((await runIn(home, ["token", "--json"])).stdout)).toEqual({ token: record.token, expiresAt: record.expiresAt, source: "file", refreshed: false });
     });
   });
 
@@ -249,7 +250,7 @@ describe("core whoami, status, token, logout", () => {
     it("revokes the session and the refresh token on the server, then deletes the file", async () => {
       const { home } = await loggedIn();
       const record = stored(home);
-      const done = await core_(home, ["logout"]);
+      const done = await runIn(home, ["logout"]);
       expect(done.code).toBe(0);
       expect(done.stdout.trim()).toBe(`Logged out: revoked the session at ${live.iamUrl} and deleted ${credentialsPath(home)}.`);
       expect(exists(credentialsPath(home))).toBe(false);
@@ -262,7 +263,7 @@ describe("core whoami, status, token, logout", () => {
       const closed = `http://127.0.0.1:${await freePort()}`;
       const record = { ...stored(home), iamUrl: closed };
       store(home, record);
-      const done = await core_(home, ["logout"]);
+      const done = await runIn(home, ["logout"]);
       expect(done.code).toBe(0);
       expect(done.stderr.trim()).toBe(`Could not revoke the session at ${closed} (connection refused); it stays valid until ${record.expiresAt}.`);
       expect(done.stdout.trim()).toBe(`Logged out: deleted ${credentialsPath(home)}.`);
@@ -272,8 +273,8 @@ describe("core whoami, status, token, logout", () => {
     it("forgets a token given to core login --token without revoking it", async () => {
       const ada = await signUp(live.iam);
       const home = freshHome();
-      await core_(home, ["login", "--token", ada.token, "--iam-url", live.iamUrl]);
-      const done = await core_(home, ["logout"]);
+      await runIn(home, ["login", "--token", ada.token, "--iam-url", live.iamUrl]);
+      const done = await runIn(home, ["logout"]);
       expect(done.code).toBe(0);
       expect(done.stdout).toContain("was not revoked");
       expect(exists(credentialsPath(home))).toBe(false);
@@ -282,12 +283,12 @@ describe("core whoami, status, token, logout", () => {
 
     it("--json reports what happened", async () => {
       const { home } = await loggedIn();
-      expect(JSON.parse((await core_(home, ["logout", "--json"])).stdout)).toEqual({ loggedOut: true, deleted: true, revoked: true, credentialsPath: credentialsPath(home) });
+      expect(JSON.parse((await runIn(home, ["logout", "--json"])).stdout)).toEqual({ loggedOut: true, deleted: true, revoked: true, credentialsPath: credentialsPath(home) });
     });
 
     it("not logged in: says so, exit 0", async () => {
       const home = freshHome();
-      const done = await core_(home, ["logout"]);
+      const done = await runIn(home, ["logout"]);
       expect(done).toMatchObject({ code: 0, stdout: `Not logged in: there is no ${credentialsPath(home)}.\n` });
     });
 
@@ -295,7 +296,7 @@ describe("core whoami, status, token, logout", () => {
       const home = freshHome();
       mkdirSync(home, { recursive: true });
       writeFileSync(credentialsPath(home), "{ not json");
-      const done = await core_(home, ["logout"]);
+      const done = await runIn(home, ["logout"]);
       expect(done.code).toBe(0);
       expect(exists(credentialsPath(home))).toBe(false);
     });

@@ -98,7 +98,7 @@ async function loginWithToken(ctx: Context, iamUrl: string, given: string): Prom
     if (!(err instanceof Unreachable)) throw err;
     why = err.reason;
   }
-  ctx.warn(`Could not look the token up at ${iamUrl} (${why}); stored it as ${CI_USER}, valid for ${TOKEN_MODE_DAYS} days.`);
+  ctx.warn(`Could not look the token up at ${iamUrl} (${why}): keeping it for ${CI_USER}, valid for ${TOKEN_MODE_DAYS} days.`);
   return { token, refreshToken: null, email: CI_USER, platformId: null, role: "", expiresAt: fallbackExpiry, iamUrl, audience: AUDIENCE };
 }
 
