@@ -135,10 +135,12 @@ describe("core login", () => {
 
     it("an approval at the limit's last poll still logs in", async () => {
       const ada = await signUp(live.iam);
-      const { cli, userCode } = await startLogin(freshHome(), { CORE_LOGIN_TIMEOUT_SECONDS: "2.5" });
+      // polls at about 1 s and 2 s, the last one at the 2.9 s limit
+      const { cli, userCode } = await startLogin(freshHome(), { CORE_LOGIN_TIMEOUT_SECONDS: "2.9" });
       await cli.waitFor(/→ 400 authorization_pending[\s\S]*→ 400 authorization_pending/);
       await approve(live.iam, ada, userCode);
       expect((await cli.finished).code).toBe(0);
+      expect(cli.stderr.match(/\/oauth\/device\/token →/g)).toHaveLength(3);
     });
 
     it("IAM unreachable: `Interactive login is unavailable`, naming the address and the --token remedy (spec §7.4)", async () => {
