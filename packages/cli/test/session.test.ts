@@ -107,6 +107,15 @@ describe("core whoami, status, token, logout", () => {
       expect(done.stdout).toContain(`Logged in to ${live.iamUrl} as ${bob.email}`);
     });
 
+    it("never sends a stored login's token to another address: --iam-url is for CORE_TOKEN", async () => {
+      const { home, person } = await loggedIn();
+      const elsewhere = `http://127.0.0.1:${await freePort()}`;
+      const done = await runIn(home, ["whoami", "--iam-url", elsewhere], { CORE_IAM_URL: elsewhere });
+      expect(done.code).toBe(0);
+      expect(done.stdout).toContain(`Logged in to ${live.iamUrl} as ${person.email}`);
+      expect(done.stderr).toContain(`the stored login asks ${live.iamUrl}`);
+    });
+
     it("not logged in: says so and how to log in, exit 1", async () => {
       const home = freshHome();
       const done = await runIn(home, ["whoami"]);

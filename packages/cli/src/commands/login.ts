@@ -8,7 +8,7 @@ import { resolveIamUrl } from "../settings.js";
 
 /** Spec §8: a token given with `--token` is kept for 30 days unless IAM says otherwise. */
 const TOKEN_MODE_DAYS = 30;
-/** Spec §5.6 (11), DESIGN §5: the email stored when IAM cannot look the token up. */
+/** Spec §5 item 11, DESIGN §5: the email stored when IAM cannot look the token up. */
 export const CI_USER = "ci-user";
 
 /** `core login [--token <t> | --token -] [--iam-url <url>]` (spec §4.8, §7.4). */

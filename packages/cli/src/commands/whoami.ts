@@ -12,6 +12,7 @@ import type { WhoamiAnswer } from "../iam-client.js";
 export async function whoami(ctx: Context, options: { iamUrl?: string }): Promise<Outcome> {
   const active = await activeCredential(ctx.settings, options.iamUrl);
   if (!active) throw failures.notLoggedIn(ctx.settings.credentialsPath);
+  if (active.source === "file" && options.iamUrl !== undefined) ctx.warn(`Note: --iam-url is for CORE_TOKEN; the stored login asks ${active.iamUrl}, where it was made.`);
   if (active.source === "file" && hasExpired(active.stored, ctx.now())) {
     throw failures.storedTokenExpired(active.stored.email, active.stored.expiresAt, active.stored.refreshToken !== null);
   }
