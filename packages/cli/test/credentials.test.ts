@@ -1,10 +1,11 @@
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { readCredential, withCredentialLock, writeCredential, type Credential } from "../src/credentials.js";
 import { CliFailure } from "../src/failures.js";
 import { DEFAULT_IAM_URL, readSettings, resolveIamUrl } from "../src/settings.js";
+import { removeScratchDirs, scratchDir } from "./support/cli.js";
 
 const credential: Credential = {
   token: "access",
@@ -16,7 +17,8 @@ const credential: Credential = {
   iamUrl: "http://localhost:4100",
   audience: "core-cli",
 };
-const scratch = () => mkdtempSync(join(tmpdir(), "core-credentials-"));
+const scratch = () => scratchDir("credentials");
+afterAll(removeScratchDirs);
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

@@ -2,7 +2,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, signUp } from "../../../services/iam/test/support/harness.js";
-import { buildCli, CoreProcess, freshHome, runCli, STACK_FRAME } from "./support/cli.js";
+import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
 import { approve, deny, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
 
 const DAY_MS = 86_400_000;
@@ -17,7 +17,10 @@ describe("core login", () => {
   beforeAll(async () => {
     [core, live] = await Promise.all([buildCli(), startLiveIam({ deviceIntervalSeconds: 1 })]);
   });
-  afterAll(() => live?.close());
+  afterAll(async () => {
+    await live?.close();
+    removeScratchDirs();
+  });
 
   /** Starts `core login` and reads the user code it prints. */
   async function startLogin(home: string, env: Record<string, string> = {}) {

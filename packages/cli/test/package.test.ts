@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../services/iam/test/support/harness.js";
-import { freshHome, repoRoot, runCli } from "./support/cli.js";
+import { freshHome, removeScratchDirs, repoRoot, runCli, scratchDir } from "./support/cli.js";
 
 const run = promisify(execFile);
 const cliDir = join(repoRoot, "packages/cli");
@@ -15,15 +15,17 @@ const npm = (args: string[], cwd: string) => run("npm", args, { cwd, env: npmEnv
 
 /** The CLI as users get it: `npm pack`, installed outside the repository, and `npx core` inside it. */
 describe("the core package", () => {
+  afterAll(removeScratchDirs);
+
   it("npm pack gives a tarball that installs a working core outside the repository", async () => {
-    const out = mkdtempSync(join(tmpdir(), "core-pack-"));
+    const out = scratchDir("pack");
     // `npm pack` runs the package's prepare script, which bundles dist/core.js (and says so first)
     const { stdout } = await npm(["pack", "--json", "--pack-destination", out], cliDir);
     const packed = JSON.parse(stdout.slice(stdout.indexOf("[")))[0];
     expect(packed.files.map((f: { path: string }) => f.path).sort()).toEqual(["README.md", "dist/core.js", "package.json"]);
     expect(packed.files.find((f: { path: string }) => f.path === "dist/core.js").mode & 0o111).not.toBe(0);
 
-    const prefix = mkdtempSync(join(tmpdir(), "core-install-"));
+    const prefix = scratchDir("install");
     await npm(["install", "--global", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, packed.filename)], tmpdir());
     const installed = join(prefix, "lib/node_modules/@core/cli");
     expect(readdirSync(installed).sort()).toEqual(["README.md", "dist", "package.json"]);

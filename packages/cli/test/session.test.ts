@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, freePort, signUp } from "../../../services/iam/test/support/harness.js";
 import { refresh } from "../../../services/iam/test/support/device.js";
-import { buildCli, CoreProcess, freshHome, runCli, STACK_FRAME } from "./support/cli.js";
+import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
 import { approve, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
 
 /** `core whoami`, `core status`, `core token` and `core logout` as real processes against a live IAM. */
@@ -13,7 +13,10 @@ describe("core whoami, status, token, logout", () => {
   beforeAll(async () => {
     [core, live] = await Promise.all([buildCli(), startLiveIam({ deviceIntervalSeconds: 1 })]);
   });
-  afterAll(() => live?.close());
+  afterAll(async () => {
+    await live?.close();
+    removeScratchDirs();
+  });
 
   const credentialsPath = (home: string) => join(home, "credentials.json");
   const stored = (home: string) => JSON.parse(readFileSync(credentialsPath(home), "utf8"));

@@ -1,21 +1,34 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 
+const scratchDirs: string[] = [];
+
+/** A new temporary directory, removed by `removeScratchDirs` (each suite's afterAll). */
+export function scratchDir(label: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `core-cli-${label}-`));
+  scratchDirs.push(dir);
+  return dir;
+}
+
+export function removeScratchDirs() {
+  for (const dir of scratchDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 /** Builds the `core` executable with the repository's build (scripts/build.mjs) into a fresh directory. */
 export async function buildCli(): Promise<string> {
-  const outfile = join(mkdtempSync(join(tmpdir(), "core-cli-build-")), "core.js");
+  const outfile = join(scratchDir("build"), "core.js");
   const build = await import(pathToFileURL(join(repoRoot, "scripts/build.mjs")).href);
   await build.bundleCli(outfile);
   return outfile;
 }
 
 /** A fresh directory for `CORE_HOME` (it does not exist yet: `core login` creates it). */
-export const freshHome = () => join(mkdtempSync(join(tmpdir(), "core-cli-home-")), ".core");
+export const freshHome = () => join(scratchDir("home"), ".core");
 
 export interface Finished {
   code: number | null;
@@ -35,7 +48,7 @@ export class CoreProcess {
 
   constructor(bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string }) {
     // only what the test gives: no CORE_* from the runner's environment, HOME away from the real ~/.core
-    const env = { PATH: process.env.PATH ?? "", HOME: mkdtempSync(join(tmpdir(), "core-cli-user-")), ...options.env };
+    const env = { PATH: process.env.PATH ?? "", HOME: scratchDir("user"), ...options.env };
     this.child = spawn(process.execPath, [bin, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
     this.child.stdout!.setEncoding("utf8").on("data", (text: string) => {
       this.stdout += text;
