@@ -44,5 +44,6 @@ if (running) {
   console.log("core is running:");
   for (const [name, url] of Object.entries(running.urls)) console.log(`  ${name.padEnd(width)}  ${url}`);
   console.log(`data: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" : resolve(process.env.CORE_DATA_DIR || "./.data")}`);
+  if (running.urls.iam) console.log(`sign up or in at ${running.urls.iam}/sign-in; log the CLI in with: npx core login`);
   console.log("stop with Ctrl-C");
 }
