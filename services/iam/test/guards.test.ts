@@ -1,18 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, signUp, type Iam } from "./support/harness.js";
+import { call, signUp, type Iam, iamOn } from "./support/harness.js";
 
 /** Who is calling is settled before input is validated: a bad body without a credential is 401, never 400. */
 describe.each(testDatabases())("route guards on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam } = await iamOn(open)));
+  afterAll(() => database?.close());
 
   it.each([
     ["POST", "/api/core/org-setup", { slug: "BAD SLUG" }],

@@ -1,16 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { createIam, type Iam } from "./support/harness.js";
+import { createIam, type Iam, iamOn } from "./support/harness.js";
 import { oauth, startDeviceLogin } from "./support/device.js";
 
 /** POST /oauth/device/code (RFC 8628 §3.1-3.2; spec §2.2, §4.3; DESIGN §5). */
 describe.each(testDatabases())("device authorization endpoint on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-  });
+  beforeAll(async () => ({ database, iam } = await iamOn(open)));
   afterAll(() => database?.close());
 
   it("answers the spec's device code response with verification_uri_complete, and no-store", async () => {

@@ -1,16 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, signUp, type Iam } from "./support/harness.js";
+import { call, createIam, signUp, type Iam, iamOn } from "./support/harness.js";
 import { DEVICE_GRANT, oauth, pollToken, startDeviceLogin } from "./support/device.js";
 
 /** POST /oauth/device/token and the decision routes (RFC 8628 §3.3-3.5, RFC 6749 §5). */
 describe.each(testDatabases())("device token endpoint on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-  });
+  beforeAll(async () => ({ database, iam } = await iamOn(open)));
   afterAll(() => database?.close());
 
   const approve = (token: string, user_code: string) => call(iam, "POST", "/oauth/device/authorize", { token, body: { user_code } });

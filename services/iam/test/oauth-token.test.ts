@@ -1,16 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, signUp, type Iam } from "./support/harness.js";
+import { call, createIam, signUp, type Iam, iamOn } from "./support/harness.js";
 import { oauth, pollToken, refresh, startDeviceLogin } from "./support/device.js";
 
 /** POST /oauth/token (refresh, RFC 6749 §6 with rotation, RFC 9700 §4.14) and POST /oauth/revoke (RFC 7009). */
 describe.each(testDatabases())("token endpoint on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-  });
+  beforeAll(async () => ({ database, iam } = await iamOn(open)));
   afterAll(() => database?.close());
 
   async function login() {

@@ -260,6 +260,12 @@ export const failingFields = (body: { error: { details: { path: string }[] } }) 
 
 export type Operator = Awaited<ReturnType<typeof operator>>;
 
+/** A database and IAM on it: the start of most IAM suites. */
+export async function iamOn(open: () => Promise<DatabaseHandle>, options: Parameters<typeof createIam>[1] = {}) {
+  const database = await open();
+  return { database, iam: await createIam(database, options) };
+}
+
 /** The usual start of an IAM suite: a database, IAM on it, a bootstrapped operator and a service token. */
 export async function iamWithOperator(open: () => Promise<DatabaseHandle>, options: Parameters<typeof createIam>[1] = {}) {
   const database = await open();
