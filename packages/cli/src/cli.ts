@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { login } from "./commands/login.js";
 import { logout } from "./commands/logout.js";
+import { stacks } from "./commands/stacks.js";
 import { status } from "./commands/status.js";
 import { token } from "./commands/token.js";
 import { whoami } from "./commands/whoami.js";
@@ -8,6 +9,7 @@ import type { Context, Outcome } from "./context.js";
 import { CliFailure, failures } from "./failures.js";
 import { IamClient } from "./iam-client.js";
 import { readSettings } from "./settings.js";
+import { StackRegistryClient } from "./stack-registry-client.js";
 
 /** Set by the build (scripts/build.mjs) from packages/cli/package.json. */
 declare const CORE_CLI_VERSION: string | undefined;
@@ -19,12 +21,96 @@ interface Command {
   summary: string;
   usage: string;
   options: Record<string, { type: "string" | "boolean"; short?: string }>;
-  run(ctx: Context, values: Values): Promise<Outcome>;
+  /** names of the positional arguments, in order; a trailing "?" marks an optional one */
+  args?: string[];
+  run(ctx: Context, values: Values, args: string[]): Promise<Outcome>;
+}
+
+/** A command with commands of its own: `core stacks list`. */
+interface Group {
+  summary: string;
+  usage: string;
+  commands: Record<string, Command>;
 }
 
 const IAM_URL_OPTION = { "iam-url": { type: "string" as const } };
 
-const COMMANDS: Record<string, Command> = {
+const STACKS_OPTIONS = { "registry-url": { type: "string" as const }, token: { type: "string" as const } };
+const STACKS_OPTIONS_HELP = `--registry-url <url>  stack registry address; else CORE_STACK_REGISTRY_URL, else http://localhost:4300
+--token <token>       this access token instead of CORE_TOKEN or the stored login (core login)`;
+const stacksOptions = (v: Values) => ({ registryUrl: v["registry-url"] as string | undefined, token: v.token as string | undefined });
+
+const STACKS: Group = {
+  summary: "Stack templates and their versions in the stack registry: list, show, publish, deprecate",
+  usage: `core stacks <command> [options]
+
+  list                            the active stack templates
+  show <name>                     one template and its latest version
+  versions <name>                 every published version of a template
+  publish <name> <version> --definition <file.json> --sdk <semver>
+                                  publish a version (needs the stacks:publish permission: operators)
+  deprecate <name> [<version>]    deprecate a template, or only one of its versions
+
+Every stacks command takes:
+${STACKS_OPTIONS_HELP}
+--json                one JSON document on standard output`,
+  commands: {
+    list: {
+      summary: "The active stack templates",
+      usage: `core stacks list [--registry-url <url>] [--token <token>] [--json]
+
+${STACKS_OPTIONS_HELP}`,
+      options: STACKS_OPTIONS,
+      run: (ctx, v) => stacks.list(ctx, stacksOptions(v)),
+    },
+    show: {
+      summary: "One template and its latest version",
+      usage: `core stacks show <name> [--registry-url <url>] [--token <token>] [--json]
+
+${STACKS_OPTIONS_HELP}`,
+      options: STACKS_OPTIONS,
+      args: ["name"],
+      run: (ctx, v, [name]) => stacks.show(ctx, stacksOptions(v), name!),
+    },
+    versions: {
+      summary: "Every published version of a template",
+      usage: `core stacks versions <name> [--registry-url <url>] [--token <token>] [--json]
+
+${STACKS_OPTIONS_HELP}`,
+      options: STACKS_OPTIONS,
+      args: ["name"],
+      run: (ctx, v, [name]) => stacks.versions(ctx, stacksOptions(v), name!),
+    },
+    publish: {
+      summary: "Publish a version of a template",
+      usage: `core stacks publish <name> <version> --definition <file.json> --sdk <semver> [--registry-url <url>] [--token <token>] [--json]
+
+<version> and --sdk: MAJOR.MINOR.PATCH with an optional -suffix (1.2.0, 2.0.0-rc.1)
+--definition <file>   the stack definition: a file holding one JSON object
+--sdk <semver>        the core SDK version the stack is built for
+${STACKS_OPTIONS_HELP}
+
+Published versions never change: publishing the same version again is refused (VERSION_EXISTS).`,
+      options: { ...STACKS_OPTIONS, definition: { type: "string" }, sdk: { type: "string" } },
+      args: ["name", "version"],
+      run: (ctx, v, [name, version]) =>
+        stacks.publish(ctx, stacksOptions(v), { name: name!, version: version!, definition: v.definition as string | undefined, sdk: v.sdk as string | undefined }),
+    },
+    deprecate: {
+      summary: "Deprecate a template, or one of its versions",
+      usage: `core stacks deprecate <name> [<version>] [--registry-url <url>] [--token <token>] [--json]
+
+Without <version>: the template leaves the list (PATCH status deprecated).
+With <version>: that version is deprecated; it stays readable, and latest moves to the next highest.
+${STACKS_OPTIONS_HELP}`,
+      options: STACKS_OPTIONS,
+      args: ["name", "version?"],
+      run: (ctx, v, [name, version]) => stacks.deprecate(ctx, stacksOptions(v), name!, version),
+    },
+  },
+};
+
+const COMMANDS: Record<string, Command | Group> = {
   login: {
     summary: "Log in: approve in a browser (device login), or give a token (CI)",
     usage: `core login [--token <token> | --token -] [--iam-url <url>] [--json]
@@ -64,6 +150,7 @@ Prints only the token, for other tools: curl -H "authorization: Bearer $(core to
     options: {},
     run: (ctx) => token(ctx),
   },
+  stacks: STACKS,
 };
 
 const COMMON_OPTIONS = { json: { type: "boolean" as const }, help: { type: "boolean" as const, short: "h" } };
@@ -85,9 +172,10 @@ Options:
 Environment:
   CORE_TOKEN      an access token that commands use instead of the stored login (CI)
   CORE_IAM_URL    IAM address when --iam-url is not given (default http://localhost:4100)
+  CORE_STACK_REGISTRY_URL   stack registry address when --registry-url is not given (default http://localhost:4300)
   CORE_HOME       where the login is stored (default ~/.core, file credentials.json)
   CORE_LOGIN_TIMEOUT_SECONDS   how long core login waits for approval (default 300)
-  CORE_DEBUG=1    log each request to IAM on standard error
+  CORE_DEBUG=1    log each request (IAM, stack registry) on standard error
 
 Exit code 0 on success, 1 on any failure.`;
 
@@ -106,7 +194,8 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
   const [name, ...rest] = argv[0] === "--" ? argv.slice(1) : argv;
   try {
     if (name === undefined || name === "help" || name === "--help" || name === "-h") {
-      const topic = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
+      let topic = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
+      if (topic && "commands" in topic && rest[1] && topic.commands[rest[1]]) topic = topic.commands[rest[1]];
       terminal.stdout(topic ? `Usage: ${topic.usage}` : HELP);
       return 0;
     }
@@ -114,15 +203,33 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       terminal.stdout(json ? JSON.stringify({ version: VERSION }) : VERSION);
       return 0;
     }
-    const command = COMMANDS[name];
-    if (!command) throw failures.usage(name.startsWith("-") ? `Unknown option ${name}` : `Unknown command "${name}"`);
-    const values = parseOptions(name, command, rest);
+    const found = COMMANDS[name];
+    if (!found) throw failures.usage(name.startsWith("-") ? `Unknown option ${name}` : `Unknown command "${name}"`);
+    let command: Command;
+    let label = name;
+    let args = rest;
+    if ("commands" in found) {
+      const sub = rest[0];
+      if (sub === "--help" || sub === "-h" || sub === "help") {
+        terminal.stdout(`Usage: ${found.usage}`);
+        return 0;
+      }
+      if (sub === undefined) throw failures.usage(`Missing a command: core ${name} ${Object.keys(found.commands).join("|")}`, name);
+      if (!found.commands[sub]) throw failures.usage(sub.startsWith("-") ? `Unknown option ${sub}` : `Unknown command "${name} ${sub}"`, name);
+      command = found.commands[sub];
+      label = `${name} ${sub}`;
+      args = rest.slice(1);
+    } else {
+      command = found;
+    }
+    const { values, positionals } = parseOptions(label, command, args);
     if (values.help) {
       terminal.stdout(`Usage: ${command.usage}`);
       return 0;
     }
 
     const settings = readSettings(terminal.env);
+    const userAgent = `core-cli/${VERSION} node/${process.versions.node}`;
     const say = json ? terminal.stderr : terminal.stdout;
     const ctx: Context = {
       settings,
@@ -132,24 +239,26 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       now: () => Date.now(),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       readStdinLine: terminal.readStdinLine,
-      iam: (iamUrl) => new IamClient(iamUrl, { userAgent: `core-cli/${VERSION} node/${process.versions.node}`, debug: ctx.debug }),
+      iam: (iamUrl) => new IamClient(iamUrl, { userAgent, debug: ctx.debug }),
+      stackRegistry: (baseUrl, token) => new StackRegistryClient(baseUrl, { token, userAgent, debug: ctx.debug }),
     };
-    const outcome = await command.run(ctx, values);
+    const outcome = await command.run(ctx, values, positionals);
     terminal.stdout(json ? JSON.stringify(outcome.json, null, 2) : outcome.text);
     return 0;
   } catch (err) {
     const failure = err instanceof CliFailure ? err : new CliFailure("unexpected", `core failed: ${(err as Error)?.message ?? String(err)}`);
     if (debug && !(err instanceof CliFailure)) terminal.stderr(String((err as Error)?.stack ?? err));
-    if (json) terminal.stdout(JSON.stringify({ error: { code: failure.code, message: failure.message } }, null, 2));
+    if (json) terminal.stdout(JSON.stringify({ error: { code: failure.code, message: failure.message, ...failure.extra } }, null, 2));
     else terminal.stderr(failure.message);
     return 1;
   }
 }
 
-/** node:util parseArgs, strict: unknown options and stray arguments are usage failures. */
-function parseOptions(name: string, command: Command, args: string[]): Values {
+/** node:util parseArgs, strict: unknown options, missing and stray arguments are usage failures. */
+function parseOptions(name: string, command: Command, args: string[]): { values: Values; positionals: string[] } {
+  let parsed: { values: Values; positionals: string[] };
   try {
-    return parseArgs({ args, options: { ...COMMON_OPTIONS, ...command.options }, strict: true, allowPositionals: false }).values;
+    parsed = parseArgs({ args, options: { ...COMMON_OPTIONS, ...command.options }, strict: true, allowPositionals: command.args !== undefined });
   } catch (err) {
     const code = (err as { code?: string }).code;
     const quoted = /'([^']+)'/.exec((err as Error).message)?.[1] ?? "";
@@ -158,4 +267,11 @@ function parseOptions(name: string, command: Command, args: string[]): Values {
     if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") throw failures.usage(`${quoted.split(" ")[0]} needs a value`, name);
     throw failures.usage((err as Error).message, name);
   }
+  const expected = command.args ?? [];
+  if (parsed.values.help) return parsed;
+  const missing = expected.filter((arg, i) => !arg.endsWith("?") && parsed.positionals[i] === undefined);
+  if (missing.length > 0) throw failures.usage(`Missing ${missing.map((arg) => `<${arg}>`).join(" ")}`, name);
+  const stray = parsed.positionals[expected.length];
+  if (stray !== undefined) throw failures.usage(`Unexpected argument "${stray}"`, name);
+  return parsed;
 }

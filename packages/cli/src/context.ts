@@ -1,6 +1,7 @@
 import { readCredential, type Credential } from "./credentials.js";
 import type { IamClient } from "./iam-client.js";
 import { resolveIamUrl, type Settings } from "./settings.js";
+import type { StackRegistryClient } from "./stack-registry-client.js";
 
 /** What every command gets: the environment's settings, the terminal and the way to IAM. */
 export interface Context {
@@ -16,6 +17,8 @@ export interface Context {
   /** the first line of standard input (`core login --token -`); `prompt` is shown on a terminal */
   readStdinLine(prompt: string): Promise<string>;
   iam(iamUrl: string): IamClient;
+  /** the stack registry at `baseUrl`, sending `token` as the bearer credential */
+  stackRegistry(baseUrl: string, token: string): StackRegistryClient;
 }
 
 /** What a command reports: lines for a person, or one object under `--json`. */

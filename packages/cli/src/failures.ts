@@ -7,6 +7,8 @@ export class CliFailure extends Error {
   constructor(
     readonly code: string,
     message: string,
+    /** more for `--json` (a server's status, requestId and details) */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = "CliFailure";
@@ -58,6 +60,22 @@ export const failures = {
   unexpectedAnswer: (iamUrl: string, what: string, status: number, detail: string) =>
     new CliFailure("unexpected_answer", `IAM at ${iamUrl} answered ${what} with HTTP ${status}${detail ? ` (${detail})` : ""}.`),
 
+  // the stack registry (spec §4.5; the envelope of §2.3)
+  registryUnreachable: (url: string, reason: string) =>
+    new CliFailure(
+      "registry_unreachable",
+      `Cannot reach the stack registry at ${url} (${reason}). Check the address (--registry-url, CORE_STACK_REGISTRY_URL) or whether it runs there.`,
+    ),
+  registryRefused: (action: string, refusal: { status: number; code: string; message: string; requestId: string | null; details: unknown }, detailLines: string[], hint: string | null) =>
+    new CliFailure(
+      refusal.code,
+      [`${action} failed: ${refusal.code}${refusal.message ? `: ${refusal.message}` : ""} (HTTP ${refusal.status})`, ...detailLines, ...(hint ? [hint] : []), ...(refusal.requestId ? [`Request id: ${refusal.requestId}`] : [])].join("\n"),
+      { status: refusal.status, requestId: refusal.requestId, details: refusal.details },
+    ),
+  registryAnswerUnreadable: (url: string) => new CliFailure("unexpected_answer", `The stack registry at ${url} gave an answer core cannot read.`),
+  invalidArgument: (message: string) => new CliFailure("invalid_argument", `${message}.`),
+  invalidDefinition: (message: string) => new CliFailure("invalid_definition", `${message}.`),
+
   // local problems
   damagedCredentials: (path: string, reason: string) =>
     new CliFailure("damaged_credentials", `The credential file ${path} cannot be read (${reason}). Run core login to replace it, or core logout to remove it.`),
@@ -65,8 +83,8 @@ export const failures = {
     new CliFailure("cannot_write_credentials", `Cannot write ${path} (${reason}). Set CORE_HOME to a directory you can write.`),
   credentialsBusy: (lockPath: string) =>
     new CliFailure("credentials_busy", `Another core process is refreshing the login (lock ${lockPath}). Try again; delete the lock file if it stays.`),
-  invalidIamUrl: (value: string, from: string) =>
-    new CliFailure("usage", `Invalid IAM address "${value}" (from ${from}): expected http://host[:port] or https://host[:port].`),
+  invalidAddress: (server: string, value: string, from: string) =>
+    new CliFailure("usage", `Invalid ${server} address "${value}" (from ${from}): expected http://host[:port] or https://host[:port].`),
   invalidSetting: (name: string, value: string, expected: string) => new CliFailure("usage", `${name} must be ${expected}, got "${value}".`),
   usage: (message: string, command?: string) => new CliFailure("usage", `${message}. Run: core ${command ? `${command} ` : ""}--help`),
 };

@@ -1,6 +1,6 @@
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 
-/** IAM did not answer at all: refused, unknown host, reset or silent past the timeout. */
+/** The server did not answer at all: refused, unknown host, reset or silent past the timeout. */
 export class Unreachable extends Error {
   constructor(readonly reason: string) {
     super(reason);
@@ -15,7 +15,8 @@ export interface Answer {
 }
 
 const TIMEOUT_MS = 15_000;
-const MAX_BODY_BYTES = 1 << 20;
+// a version list carries every definition, so answers may be large; beyond this the body is cut off
+const MAX_BODY_BYTES = 32 << 20;
 
 const REASONS: Record<string, string> = {
   ECONNREFUSED: "connection refused",
@@ -31,19 +32,29 @@ const REASONS: Record<string, string> = {
  * POSTs a form (OAuth endpoints read forms, RFC 6749 §4.1.3) and reads a JSON answer. node:http
  * rather than fetch: fetch loads undici on first use, about 25 ms of the CLI's start (bench/cli-startup.mjs).
  */
-export async function postForm(url: string, form: Record<string, string> | null, options: { bearer?: string; userAgent: string }): Promise<Answer> {
-  const target = new URL(url);
+export function postForm(url: string, form: Record<string, string> | null, options: { bearer?: string; userAgent: string }): Promise<Answer> {
   const body = form ? new URLSearchParams(form).toString() : "";
+  return send("POST", url, body, form ? "application/x-www-form-urlencoded" : null, options);
+}
+
+/** One request with an optional JSON body (the stack registry's routes, spec §4.5), JSON answer. */
+export function requestJson(method: string, url: string, json: unknown, options: { bearer?: string; userAgent: string }): Promise<Answer> {
+  const body = json === undefined ? "" : JSON.stringify(json);
+  return send(method, url, body, json === undefined ? null : "application/json", options);
+}
+
+async function send(method: string, url: string, body: string, contentType: string | null, options: { bearer?: string; userAgent: string }): Promise<Answer> {
+  const target = new URL(url);
   const headers: Record<string, string> = {
     accept: "application/json",
     "user-agent": options.userAgent,
     "content-length": String(Buffer.byteLength(body)),
   };
-  if (form) headers["content-type"] = "application/x-www-form-urlencoded";
+  if (contentType) headers["content-type"] = contentType;
   if (options.bearer) headers.authorization = `Bearer ${options.bearer}`;
   // https loads TLS, so only when asked for
   const request = target.protocol === "https:" ? (await import("node:https")).request : httpRequest;
-  const requestOptions: RequestOptions = { method: "POST", headers, agent: false, timeout: TIMEOUT_MS };
+  const requestOptions: RequestOptions = { method, headers, agent: false, timeout: TIMEOUT_MS };
 
   return new Promise<Answer>((resolve, reject) => {
     const outgoing = request(target, requestOptions, (response: IncomingMessage) => {

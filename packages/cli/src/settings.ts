@@ -4,6 +4,8 @@ import { failures } from "./failures.js";
 
 /** The default IAM address (spec {iam_url}; DESIGN §1). */
 export const DEFAULT_IAM_URL = "http://localhost:4100";
+/** The default stack registry address (spec {stack_registry_url}; DESIGN §1). */
+export const DEFAULT_STACK_REGISTRY_URL = "http://localhost:4300";
 /** Device-flow polling gives up after 5 minutes (spec §8). */
 const LOGIN_TIMEOUT_SECONDS = 300;
 
@@ -14,6 +16,8 @@ export interface Settings {
   credentialsPath: string;
   /** `CORE_IAM_URL`, unparsed */
   iamUrlFromEnv: string | undefined;
+  /** `CORE_STACK_REGISTRY_URL`, unparsed */
+  stackRegistryUrlFromEnv: string | undefined;
   /** `CORE_TOKEN`: used instead of the stored credential (for CI) */
   envToken: string | undefined;
   /** `CORE_LOGIN_TIMEOUT_SECONDS`: the 5-minute polling limit, shorter in tests */
@@ -28,6 +32,7 @@ export function readSettings(env: NodeJS.ProcessEnv): Settings {
     home,
     credentialsPath: join(home, "credentials.json"),
     iamUrlFromEnv: env.CORE_IAM_URL || undefined,
+    stackRegistryUrlFromEnv: env.CORE_STACK_REGISTRY_URL || undefined,
     envToken: env.CORE_TOKEN?.trim() || undefined,
     loginTimeoutMs: positiveSeconds(env, "CORE_LOGIN_TIMEOUT_SECONDS", LOGIN_TIMEOUT_SECONDS) * 1000,
     debug: env.CORE_DEBUG === "1",
@@ -44,19 +49,26 @@ function positiveSeconds(env: NodeJS.ProcessEnv, name: string, fallback: number)
 
 /** Spec §4.8: the `--iam-url` flag, then `CORE_IAM_URL`, then the default address. */
 export function resolveIamUrl(flag: string | undefined, settings: Settings): string {
-  if (flag !== undefined) return normalizeIamUrl(flag, "--iam-url");
-  if (settings.iamUrlFromEnv !== undefined) return normalizeIamUrl(settings.iamUrlFromEnv, "CORE_IAM_URL");
+  if (flag !== undefined) return normalizeBaseUrl(flag, "--iam-url", "IAM");
+  if (settings.iamUrlFromEnv !== undefined) return normalizeBaseUrl(settings.iamUrlFromEnv, "CORE_IAM_URL", "IAM");
   return DEFAULT_IAM_URL;
 }
 
+/** The same order for the stack registry: `--registry-url`, then `CORE_STACK_REGISTRY_URL`, then the default. */
+export function resolveStackRegistryUrl(flag: string | undefined, settings: Settings): string {
+  if (flag !== undefined) return normalizeBaseUrl(flag, "--registry-url", "stack registry");
+  if (settings.stackRegistryUrlFromEnv !== undefined) return normalizeBaseUrl(settings.stackRegistryUrlFromEnv, "CORE_STACK_REGISTRY_URL", "stack registry");
+  return DEFAULT_STACK_REGISTRY_URL;
+}
+
 /** An http(s) base address without a trailing slash; it may carry a path prefix. */
-export function normalizeIamUrl(value: string, from: string): string {
+export function normalizeBaseUrl(value: string, from: string, server: string): string {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw failures.invalidIamUrl(value, from);
+    throw failures.invalidAddress(server, value, from);
   }
-  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.search || url.hash) throw failures.invalidIamUrl(value, from);
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.search || url.hash) throw failures.invalidAddress(server, value, from);
   return url.href.replace(/\/+$/, "");
 }

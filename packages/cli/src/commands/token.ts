@@ -13,15 +13,29 @@ const REFRESH_MARGIN_MS = 60_000;
  * the refresh token rotates), and the new pair is stored.
  */
 export async function token(ctx: Context): Promise<Outcome> {
+  const usable = await usableToken(ctx);
+  return { text: usable.token, json: { ...usable } };
+}
+
+/** What `core token` prints; `core stacks` sends it to the stack registry. */
+export interface UsableToken {
+  token: string;
+  expiresAt: string | null;
+  source: "env" | "file";
+  refreshed: boolean;
+}
+
+/** `CORE_TOKEN`, else the stored token, refreshed first when it has (nearly) expired. */
+export async function usableToken(ctx: Context): Promise<UsableToken> {
   const active = await activeCredential(ctx.settings);
   if (!active) throw failures.notLoggedIn(ctx.settings.credentialsPath);
-  if (active.source === "env") return outcome(active.token, null, "env", false);
+  if (active.source === "env") return { token: active.token, expiresAt: null, source: "env", refreshed: false };
 
   let credential = active.stored;
   const refreshed = hasExpired(credential, ctx.now(), REFRESH_MARGIN_MS) && credential.refreshToken !== null;
   if (refreshed) credential = await withCredentialLock(ctx.settings.credentialsPath, () => refreshStored(ctx), ctx.sleep);
   if (hasExpired(credential, ctx.now())) throw failures.storedTokenExpired(credential.email, credential.expiresAt, false);
-  return outcome(credential.token, credential.expiresAt, "file", refreshed);
+  return { token: credential.token, expiresAt: credential.expiresAt, source: "file", refreshed };
 }
 
 /** Under the lock: another `core token` may have refreshed meanwhile, so the file is read again. */
@@ -53,8 +67,4 @@ async function refreshStored(ctx: Context): Promise<Credential> {
   };
   await writeCredential(path, next);
   return next;
-}
-
-function outcome(token: string, expiresAt: string | null, source: "env" | "file", refreshed: boolean): Outcome {
-  return { text: token, json: { token, expiresAt, source, refreshed } };
 }

@@ -1,0 +1,93 @@
+import { requestJson, Unreachable, type Answer } from "./http.js";
+
+/** A stack template as the list and the detail return it (spec §2.8); timestamps are Unix seconds. */
+export interface StackTemplate {
+  id: string;
+  name: string;
+  display_name: string;
+  description: string;
+  icon: string;
+  domain: string;
+  latest_version: string;
+  status: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A published version (spec §2.9); `stack_definition` is a JSON string. */
+export interface StackVersion {
+  id: string;
+  template_id: string;
+  version: string;
+  stack_definition: string;
+  core_sdk_version: string;
+  status: string;
+  published_at: number;
+  created_at: number;
+}
+
+/** The error envelope (spec §2.3), or what stands in for it when the body is not one. */
+export interface Refusal {
+  status: number;
+  code: string;
+  message: string;
+  requestId: string | null;
+  details: unknown;
+}
+
+export type Reply<T> = { ok: T } | { refused: Refusal };
+
+/** The stack registry routes the CLI calls (spec §4.5), at one base address. Throws `Unreachable`. */
+export class StackRegistryClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly options: { token: string; userAgent: string; debug: (line: string) => void },
+  ) {}
+
+  list(): Promise<Reply<{ data: StackTemplate[]; total: number }>> {
+    return this.call("GET", "/api/v1/stacks", undefined, 200);
+  }
+
+  show(name: string): Promise<Reply<{ template: StackTemplate; latestVersion: StackVersion | string | null }>> {
+    return this.call("GET", `/api/v1/stacks/${encodeURIComponent(name)}`, undefined, 200);
+  }
+
+  versions(name: string): Promise<Reply<{ data: StackVersion[]; total: number }>> {
+    return this.call("GET", `/api/v1/stacks/${encodeURIComponent(name)}/versions`, undefined, 200);
+  }
+
+  publish(name: string, body: { version: string; stackDefinition: Record<string, unknown>; coreSdkVersion: string }): Promise<Reply<{ id: string }>> {
+    return this.call("POST", `/api/v1/stacks/${encodeURIComponent(name)}/versions`, body, 201);
+  }
+
+  deprecateTemplate(name: string): Promise<Reply<{ ok: true }>> {
+    return this.call("PATCH", `/api/v1/stacks/${encodeURIComponent(name)}`, { status: "deprecated" }, 200);
+  }
+
+  deprecateVersion(name: string, version: string): Promise<Reply<{ ok: true }>> {
+    return this.call("DELETE", `/api/v1/stacks/${encodeURIComponent(name)}/${encodeURIComponent(version)}`, undefined, 200);
+  }
+
+  private async call<T>(method: string, path: string, body: unknown, expected: number): Promise<Reply<T>> {
+    const url = `${this.baseUrl}${path}`;
+    let answer: Answer;
+    try {
+      answer = await requestJson(method, url, body, { bearer: this.options.token, userAgent: this.options.userAgent });
+    } catch (err) {
+      if (err instanceof Unreachable) this.options.debug(`${method} ${url} → unreachable: ${err.reason}`);
+      throw err;
+    }
+    const envelope = answer.body?.error;
+    this.options.debug(`${method} ${url} → ${answer.status}${typeof envelope?.code === "string" ? ` ${envelope.code}` : ""}`);
+    if (answer.status === expected && answer.body !== null && typeof answer.body === "object") return { ok: answer.body as T };
+    return {
+      refused: {
+        status: answer.status,
+        code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${answer.status}`,
+        message: typeof envelope?.message === "string" ? envelope.message : answer.body === null ? "the answer is not JSON" : "",
+        requestId: typeof envelope?.requestId === "string" ? envelope.requestId : null,
+        details: envelope?.details ?? null,
+      },
+    };
+  }
+}
