@@ -180,18 +180,14 @@ function hintFor(refusal: Refusal, { name, version }: { name?: string; version?:
   }
 }
 
-/** VALIDATION_ERROR names the failing fields in `details` (DESIGN §3). */
+/** VALIDATION_ERROR names the failing fields in `details`, one `{ path, message }` each (DESIGN §3). */
 function detailLines(refusal: Refusal): string[] {
-  const details = refusal.details;
-  if (details === null || details === undefined) return [];
-  if (Array.isArray(details)) {
-    return details.map((d) =>
-      d && typeof d === "object" && ("path" in d || "message" in d)
-        ? `  - ${[d.path, d.message].filter((part) => part !== undefined && part !== "").map(String).join(": ")}`
-        : `  - ${JSON.stringify(d)}`,
-    );
-  }
-  return [`  details: ${JSON.stringify(details)}`];
+  if (!Array.isArray(refusal.details)) return [];
+  return refusal.details.map((d) =>
+    d && typeof d === "object" && ("path" in d || "message" in d)
+      ? `  - ${[d.path, d.message].filter((part) => part !== undefined && part !== "").map(String).join(": ")}`
+      : `  - ${JSON.stringify(d)}`,
+  );
 }
 
 function checkName(name: string) {
