@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadCommonConfig, silentLogger, type BuiltService } from "@core/kit";
+import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { buildService, SERVICE_ID } from "../src/index.js";
+import { deadUrl, principal, startFakeIam, type FakeIam } from "../../../packages/service-auth/test/support/fake-iam.js";
+import { startStackRegistry, type StackRegistry } from "./support/stack-registry.js";
+
+/** The stack registry as the launcher builds it (src/index.ts), on a database and an IAM address. */
+function built(handle: DatabaseHandle, iamUrl: string, secret: string | null = "stack-registry-secret"): Promise<BuiltService> {
+  return buildService({
+    name: SERVICE_ID,
+    common: loadCommonConfig({ CORE_IAM_URL: iamUrl }),
+    db: handle.db,
+    pingDatabase: handle.ping,
+    logger: silentLogger(),
+    serviceCredentials: new Map(secret ? [[SERVICE_ID, secret]] : []),
+    env: {},
+  });
+}
+
+/** spec §4.5, route by route */
+const EVERY_ROUTE = {
+  "/api/v1/stacks": ["get", "post"],
+  "/api/v1/stacks/{name}": ["get", "patch"],
+  "/api/v1/stacks/{name}/versions": ["get", "post"],
+  "/api/v1/stacks/{name}/{version}": ["delete", "get"],
+};
+
+describe.each(testDatabases())("the stack registry service on $name", (database) => {
+  let r: StackRegistry;
+  let iam: FakeIam;
+  beforeAll(async () => {
+    r = await startStackRegistry(database);
+    iam = await startFakeIam();
+    iam.serviceSecrets.set(SERVICE_ID, "stack-registry-secret");
+  });
+  afterAll(async () => {
+    await iam?.close();
+    await r?.close();
+  });
+
+  it("describes every route of spec §4.5 in its OpenAPI 3.1 document", async () => {
+    const res = await r.app.request("/openapi.json");
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, Record<string, unknown>> };
+    expect(doc.openapi).toBe("3.1.0");
+    const described = Object.fromEntries(
+      Object.entries(doc.paths)
+        .filter(([path]) => path.startsWith("/api/v1/stacks"))
+        .map(([path, ops]) => [path, Object.keys(ops).sort()]),
+    );
+    expect(described).toEqual(EVERY_ROUTE);
+  });
+
+  it("answers malformed JSON with 400 BAD_REQUEST and other content types with 415, details null", async () => {
+    const malformed = await r.app.request("/api/v1/stacks", { method: "POST", headers: { ...r.publisher, "content-type": "application/json" }, body: "{" });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ error: { code: "BAD_REQUEST", details: null } });
+    const text = await r.app.request("/api/v1/stacks", { method: "POST", headers: { ...r.publisher, "content-type": "text/plain" }, body: "hi" });
+    expect(text.status).toBe(415);
+  });
+
+  it("is healthy when its database and IAM answer", async () => {
+    const service = await built(r.handle, iam.url);
+    const res = await service.fetch(new Request("http://stacks/health"));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: "healthy", checks: { database: { status: "ok" }, iam: { status: "ok" } } });
+  });
+
+  it("is degraded (503) when IAM is down", async () => {
+    const service = await built(r.handle, await deadUrl());
+    const res = await service.fetch(new Request("http://stacks/health"));
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: "degraded", checks: { iam: { status: "fail" } } });
+  });
+
+  it("resolves sessions through IAM with its own service credential", async () => {
+    const service = await built(r.handle, iam.url);
+    iam.sessions.set("op-session", principal({ orgType: "core-operator", platformId: null, permissions: ["stacks:publish"] }));
+    const res = await service.fetch(
+      new Request("http://stacks/api/v1/stacks", {
+        method: "POST",
+        headers: { authorization: "Bearer op-session", "content-type": "application/json" },
+        body: JSON.stringify({ name: "wired", displayName: "Wired", description: "Through the launcher's wiring" }),
+      }),
+    );
+    expect(res.status).toBe(201);
+    const tokenCall = iam.received.find((c) => c.route === "POST /api/core/service-token");
+    expect(tokenCall?.authorization).toBe(`Basic ${Buffer.from(`${SERVICE_ID}:stack-registry-secret`).toString("base64")}`);
+  });
+
+  it("refuses to start without a service credential of its own", async () => {
+    await expect(built(r.handle, iam.url, null)).rejects.toThrow(/No service credential for stack-registry/);
+  });
+});
