@@ -7,6 +7,7 @@ import type { CredentialResolvers } from "@core/service-auth";
 import { createApp as createIamApp } from "../../services/iam/src/app.js";
 import { loadIamConfig } from "../../services/iam/src/config.js";
 import { createApp as createRegistryApp } from "../../services/platform-registry/src/app.js";
+import { createApp as createStackRegistryApp } from "../../services/stack-registry/src/app.js";
 import { loadCommonConfig } from "@core/kit";
 
 export async function openApiDocuments(): Promise<Record<string, unknown>> {
@@ -21,6 +22,7 @@ export async function openApiDocuments(): Promise<Record<string, unknown>> {
     };
     const apps: Record<string, ServiceApp> = {
       iam: createIamApp({ db: database.db, logger: silentLogger(), config, serviceCredentials: new Map() }),
+      "stack-registry": createStackRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
       "platform-registry": createRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
     };
     return Object.fromEntries(Object.entries(apps).map(([name, app]) => [name, app.openApiDocument()]));
