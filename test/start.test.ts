@@ -35,7 +35,7 @@ describe("npm start", () => {
   let iamUrl: string;
 
   beforeAll(async () => {
-    const [iam, registry] = [await freePort(), await freePort()];
+    const [iam, registry, vault] = [await freePort(), await freePort(), await freePort()];
     iamUrl = `http://127.0.0.1:${iam}`;
     env = {
       CORE_DATA_DIR: dataDir,
@@ -43,6 +43,7 @@ describe("npm start", () => {
       CORE_PLATFORM_REGISTRY_PORT: String(registry),
       CORE_IAM_URL: iamUrl,
       CORE_REGISTRY_URL: `http://127.0.0.1:${registry}`,
+      CORE_VAULT_PORT: String(vault),
       LOG_LEVEL: "warn",
     };
   });
@@ -52,6 +53,7 @@ describe("npm start", () => {
     const first = start(env);
     await until(() => first.output().includes("core is running"), "the first start");
     expect(first.output()).toContain(iamUrl);
+    expect(first.output()).toMatch(/vault\s+http:\/\/localhost:\d+\/mcp/);
     const health = await fetch(`${iamUrl}/health`);
     expect(health.status).toBe(200);
 

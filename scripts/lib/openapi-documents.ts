@@ -8,6 +8,9 @@ import { createApp as createIamApp } from "../../services/iam/src/app.js";
 import { loadIamConfig } from "../../services/iam/src/config.js";
 import { createApp as createRegistryApp } from "../../services/platform-registry/src/app.js";
 import { createApp as createStackRegistryApp } from "../../services/stack-registry/src/app.js";
+import { createApp as createVaultApp } from "../../services/vault/src/app.js";
+import { DEFAULT_VAULT_DIR } from "../../services/vault/src/config.js";
+import { Vault } from "../../services/vault/src/vault.js";
 import { loadCommonConfig } from "@core/kit";
 
 export async function openApiDocuments(): Promise<Record<string, unknown>> {
@@ -20,10 +23,13 @@ export async function openApiDocuments(): Promise<Record<string, unknown>> {
       apiKey: async () => null,
       serviceToken: async () => null,
     };
+    // the vault's HTTP surface besides POST /mcp (JSON-RPC, spec §4.7) is the kit's
+    const vault = await Vault.open(DEFAULT_VAULT_DIR, { watch: false });
     const apps: Record<string, ServiceApp> = {
       iam: createIamApp({ db: database.db, logger: silentLogger(), config, serviceCredentials: new Map() }),
       "stack-registry": createStackRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
       "platform-registry": createRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
+      vault: createVaultApp({ vault, logger: silentLogger() }),
     };
     return Object.fromEntries(Object.entries(apps).map(([name, app]) => [name, app.openApiDocument()]));
   } finally {

@@ -19,7 +19,8 @@ import { parseServiceCredentials } from "@core/service-auth";
 /** What every service package exports for the launcher. */
 export interface ServiceModule {
   SERVICE_ID: string;
-  migrationsFolder: string;
+  /** undefined for a service without tables (the vault) */
+  migrationsFolder: string | undefined;
   buildService(ctx: ServiceContext<Db>): Promise<BuiltService>;
 }
 
@@ -63,6 +64,7 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   };
   try {
     for (const [name, module] of options.services) {
+      if (!module.migrationsFolder) continue;
       const applied = await applyMigrations(database.db, name, module.migrationsFolder);
       if (applied > 0) logger.info({ service: name, applied }, "migrations applied");
     }

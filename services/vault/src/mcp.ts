@@ -1,0 +1,69 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { VAULT_TOOLS } from "./tools.js";
+import type { Vault } from "./vault.js";
+
+export const SERVER_INFO = { name: "core-vault", version: "0.1.0" } as const;
+
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+function text(value: unknown, isError = false): CallToolResult {
+  return { content: [{ type: "text", text: typeof value === "string" ? value : JSON.stringify(value) }], ...(isError ? { isError } : {}) };
+}
+
+/** An MCP server exposing the vault's tools (spec §4.7), for one request (stateless mode). */
+export function createMcpServer(vault: Vault): McpServer {
+  const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} } });
+  const inputs = new Map<string, z.ZodObject>();
+  for (const definition of VAULT_TOOLS) {
+    const input = z.object(definition.input).strict();
+    inputs.set(definition.name, input);
+    server.registerTool(
+      definition.name,
+      { title: definition.name, description: definition.description, inputSchema: definition.input, annotations: READ_ONLY },
+      () => text(""), // never called: tools/call is answered below
+    );
+  }
+  // McpServer turns unknown tools and invalid arguments into tool results; the spec wants a
+  // JSON-RPC error for bad params (-32602), and a tool error result only for what was not found
+  server.server.setRequestHandler(CallToolRequestSchema, (request) => {
+    const { name, arguments: args } = request.params;
+    const definition = VAULT_TOOLS.find((t) => t.name === name);
+    if (!definition) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    const parsed = inputs.get(name)!.safeParse(args ?? {});
+    if (!parsed.success) {
+      const detail = parsed.error.issues.map((issue) => `${issue.path.join(".") || "arguments"}: ${issue.message}`).join("; ");
+      throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for ${name}: ${detail}`);
+    }
+    const outcome = definition.run(vault, parsed.data as never);
+    return "notFound" in outcome ? text(outcome.notFound, true) : text(outcome.output);
+  });
+  return server;
+}
+
+/**
+ * Answers one `POST /mcp`: a fresh server and stateless transport per request, JSON responses.
+ * A plain JSON-RPC client sends only `Content-Type: application/json`; the SDK transport refuses a
+ * request that does not also accept `text/event-stream` (406), so the Accept header is completed
+ * here: with JSON responses enabled, JSON is what the client gets either way.
+ */
+export async function answerMcpRequest(vault: Vault, request: Request): Promise<Response> {
+  const headers = new Headers(request.headers);
+  const accept = headers.get("accept") ?? "";
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+    headers.set("accept", "application/json, text/event-stream");
+  }
+  const body = request.method === "POST" ? await request.text() : undefined;
+  const forwarded = new Request(request.url, { method: request.method, headers, body });
+  const server = createMcpServer(vault);
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  await server.connect(transport);
+  try {
+    return await transport.handleRequest(forwarded);
+  } finally {
+    await transport.close();
+    await server.close();
+  }
+}

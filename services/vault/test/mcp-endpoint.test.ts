@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+import { connectClient, makeTestVault, outputOf, rawRpc, startVaultServer, type TestVault, type VaultServer } from "./support/vault-server.js";
+
+const TOOL_NAMES = [
+  "search_docs",
+  "read_doc",
+  "read_section",
+  "get_service_spec",
+  "list_services",
+  "get_adr",
+  "list_adrs",
+  "get_rules",
+  "get_rules_by_tier",
+  "get_cross_cutting",
+  "get_links",
+];
+
+let files: TestVault;
+let server: VaultServer;
+let client: Client;
+
+beforeAll(async () => {
+  files = makeTestVault();
+  server = await startVaultServer(files.dir);
+  client = await connectClient(server.mcpUrl);
+});
+afterAll(async () => {
+  await client?.close();
+  await server?.close();
+  files?.remove();
+});
+
+describe("POST /mcp through the SDK client", () => {
+  it("initializes and names the server", () => {
+    expect(client.getServerVersion()?.name).toBe("core-vault");
+    expect(client.getServerCapabilities()?.tools).toBeDefined();
+  });
+
+  it("lists the 11 tools of spec §4.7, each read-only, described, with an object input schema", async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual([...TOOL_NAMES].sort());
+    for (const tool of tools) {
+      expect(tool.annotations?.readOnlyHint, tool.name).toBe(true);
+      expect(tool.annotations?.destructiveHint, tool.name).toBe(false);
+      expect(tool.description!.length, tool.name).toBeGreaterThan(20);
+      expect(tool.inputSchema.type).toBe("object");
+    }
+    const search = tools.find((t) => t.name === "search_docs")!;
+    expect(search.inputSchema.required).toEqual(["query"]);
+    expect(search.inputSchema.properties).toMatchObject({
+      category: { enum: ["services", "concepts", "cross-cutting", "guides", "rules", "decisions", "implementation"] },
+      limit: { type: "integer", minimum: 1, maximum: 50 },
+    });
+  });
+
+  it("answers tools/call with exactly one text item holding JSON", async () => {
+    const result = await client.callTool({ name: "search_docs", arguments: { query: "tenancy" } });
+    expect(result.content).toHaveLength(1);
+    expect(outputOf(result)[0]).toMatchObject({ path: "concepts/tenancy", title: "Tenancy" });
+  });
+
+  it("gives a JSON-RPC invalid-params error for an unknown tool", async () => {
+    await expect(client.callTool({ name: "delete_docs", arguments: {} })).rejects.toMatchObject({ code: ErrorCode.InvalidParams });
+  });
+});
+
+describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json only)", () => {
+  it("initializes without an Accept header listing text/event-stream", async () => {
+    const { status, contentType, body } = await rawRpc(server.mcpUrl, "initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "curl", version: "1" },
+    });
+    expect(status).toBe(200);
+    expect(contentType).toMatch(/^application\/json/);
+    expect(body).toMatchObject({ jsonrpc: "2.0", id: 1, result: { serverInfo: { name: "core-vault" } } });
+  });
+
+  it("lists tools and calls one in the spec's response shape", async () => {
+    const list = await rawRpc(server.mcpUrl, "tools/list", {}, 2);
+    expect(list.body.result.tools).toHaveLength(11);
+    const call = await rawRpc(server.mcpUrl, "tools/call", { name: "search_docs", arguments: { query: "slugs" } }, "three");
+    expect(call.status).toBe(200);
+    expect(call.body).toEqual({ jsonrpc: "2.0", id: "three", result: { content: [{ type: "text", text: expect.any(String) }] } });
+    const items = JSON.parse(call.body.result.content[0].text);
+    expect(items[0]).toEqual({ path: "concepts/tenancy", title: "Tenancy", snippet: expect.stringContaining("Slugs"), score: expect.any(Number) });
+  });
+
+  it("answers bad params with JSON-RPC error -32602", async () => {
+    const { body } = await rawRpc(server.mcpUrl, "tools/call", { name: "read_doc", arguments: { path: 42 } });
+    expect(body).toMatchObject({ jsonrpc: "2.0", id: 1, error: { code: -32602, message: expect.stringContaining("path") } });
+  });
+
+  it("answers an unknown method with JSON-RPC error -32601", async () => {
+    const { body } = await rawRpc(server.mcpUrl, "tools/destroy", {});
+    expect(body).toMatchObject({ error: { code: -32601 } });
+  });
+
+  it("answers malformed JSON with a JSON-RPC parse error", async () => {
+    const response = await fetch(server.mcpUrl, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });
+  });
+
+  it("refuses GET on /mcp with 405: the server is stateless and streams nothing", async () => {
+    const response = await fetch(server.mcpUrl);
+    expect(response.status).toBe(405);
+    expect(response.headers.get("allow")).toBe("POST");
+  });
+});
+
+describe("the kit's routes", () => {
+  it("serves /health, /metrics and /docs like every service", async () => {
+    const health = await fetch(`${server.url}/health`);
+    expect(health.status).toBe(200);
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(200);
+    expect((await fetch(`${server.url}/docs`)).status).toBe(200);
+  });
+});
