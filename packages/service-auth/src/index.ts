@@ -3,3 +3,4 @@ export * from "./principal.js";
 export * from "./remote.js";
 export * from "./service-token-client.js";
 export * from "./ttl-cache.js";
+export * from "./resource-service.js";

@@ -1,0 +1,22 @@
+import { probe, type HealthCheck, type ServiceContext } from "@core/kit";
+import type { CredentialResolvers } from "./credentials.js";
+import { remoteResolvers } from "./remote.js";
+import { ServiceTokenClient } from "./service-token-client.js";
+
+/**
+ * What every resource service needs from IAM, built from the launcher's context (DESIGN §1, §4):
+ * credential resolution with its own service token, and health checks of its database and of IAM.
+ */
+export function iamBackedDeps(ctx: ServiceContext, serviceId: string): { credentials: CredentialResolvers; healthChecks: HealthCheck[] } {
+  const iamUrl = ctx.common.url("iam");
+  const secret = ctx.serviceCredentials.get(serviceId);
+  if (!secret) throw new Error(`No service credential for ${serviceId}: add it to CORE_SERVICE_CREDENTIALS`);
+  const tokens = new ServiceTokenClient(iamUrl, { serviceId, secret });
+  return {
+    credentials: remoteResolvers({ iamUrl, serviceId, tokens }),
+    healthChecks: [
+      { name: "database", check: ctx.pingDatabase },
+      { name: "iam", check: () => probe(`${iamUrl}/api/auth/jwks`) },
+    ],
+  };
+}
