@@ -11,8 +11,10 @@ export const migrationsFolder = undefined;
 /** Builds the vault tool server from the launcher's context (DESIGN §1, §8). */
 export async function buildService(ctx: ServiceContext): Promise<BuiltService> {
   const config = loadVaultConfig(ctx.env);
-  const vault = await Vault.open(config.dir);
-  ctx.logger.info({ dir: config.dir, documents: vault.size }, "vault indexed");
+  const vault = await Vault.open(config.dir, {
+    onIndexed: ({ kind, documents, touched, ms }) =>
+      ctx.logger.info({ dir: config.dir, kind, documents, touched, ms: Math.round(ms) }, kind === "full" ? "vault indexed" : "vault re-indexed changed files"),
+  });
   const app = createApp({ vault, logger: ctx.logger });
   return { fetch: app.fetch, close: async () => vault.close() };
 }

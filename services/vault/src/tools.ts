@@ -187,10 +187,7 @@ export const VAULT_TOOLS: VaultTool[] = [
           broken: !target,
         };
       });
-      const inbound = vault
-        .all()
-        .filter((other) => other.path !== doc.path && other.links.some((link) => vault.resolveLink(link.target)?.path === doc.path))
-        .map((other) => ({ direction: "inbound" as const, path: other.path, title: other.title }));
+      const inbound = vault.linksTo(doc.path).map((other) => ({ direction: "inbound" as const, path: other.path, title: other.title }));
       return { output: { path: doc.path, title: doc.title, outbound, inbound } };
     },
   }),

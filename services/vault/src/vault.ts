@@ -1,59 +1,53 @@
 import { watch, type FSWatcher } from "node:fs";
-import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, realpath, stat } from "node:fs/promises";
 import { join, sep } from "node:path";
-import MiniSearch from "minisearch";
 import { parseDocument, type Category, type VaultDocument } from "./documents.js";
+import { DocumentIndex, type SearchResultItem } from "./document-index.js";
 
-/** A search hit (spec §2.11). */
-export interface SearchResultItem {
-  path: string;
-  title: string;
-  snippet: string;
-  score: number;
-}
+export type { SearchResultItem } from "./document-index.js";
 
 export interface SearchOptions {
   category?: Category;
   limit: number;
 }
 
-interface IndexedFields {
-  id: string;
-  title: string;
-  headings: string;
-  summary: string;
-  body: string;
+/** What one (re-)indexing did, for the log and for tests. */
+export interface IndexingReport {
+  /** `full`: the whole folder was read again; `changed`: only the files named by file events */
+  kind: "full" | "changed";
+  documents: number;
+  /** documents read or dropped by a `changed` update */
+  touched: number;
+  ms: number;
 }
 
-const SNIPPET_CHARS = 200;
-/** how long file events settle before the index is rebuilt */
-const REBUILD_DEBOUNCE_MS = 50;
-
-function newIndex(): MiniSearch<IndexedFields> {
-  return new MiniSearch<IndexedFields>({
-    fields: ["title", "headings", "summary", "body"],
-    searchOptions: {
-      // BM25 with field boosts; prefix matching and a small edit distance for typos
-      boost: { title: 4, headings: 2, summary: 1.5 },
-      prefix: (term) => term.length >= 2,
-      fuzzy: (term) => (term.length >= 4 ? 0.2 : false),
-      maxFuzzy: 2,
-    },
-  });
+export interface VaultOptions {
+  /** re-index on file changes (default true) */
+  watch?: boolean;
+  onIndexed?: (report: IndexingReport) => void;
 }
+
+/** how long file events settle before the index is updated */
+const SETTLE_MS = 50;
+/** files read at once: a 10,000-file vault must not run out of file descriptors */
+const READ_CONCURRENCY = 32;
 
 /** Whether `candidate` (a real path) lies inside `root` (a real path). */
 function isInside(root: string, candidate: string): boolean {
   return candidate === root || candidate.startsWith(root + sep);
 }
 
+const isMarkdown = (name: string) => name.toLowerCase().endsWith(".md");
+const vaultPathOf = (relative: string) => relative.split(sep).join("/").slice(0, -".md".length);
+
 /**
  * Every markdown file under the vault, by its real path. Symlinks are followed only when they
  * resolve inside the vault: nothing outside it is ever read (DESIGN §8). Dot files are skipped.
  */
-async function markdownFiles(root: string): Promise<Map<string, string>> {
+async function markdownFiles(root: string): Promise<{ files: Map<string, string>; symlinks: boolean }> {
   const files = new Map<string, string>(); // vault path (no extension) → real file path
   const visited = new Set<string>();
+  let symlinks = false;
   const walk = async (dir: string, logical: string) => {
     if (visited.has(dir)) return;
     visited.add(dir);
@@ -65,6 +59,7 @@ async function markdownFiles(root: string): Promise<Map<string, string>> {
       let isDirectory = entry.isDirectory();
       let isFile = entry.isFile();
       if (entry.isSymbolicLink()) {
+        symlinks = true;
         try {
           real = await realpath(real);
           const target = await stat(real);
@@ -76,49 +71,51 @@ async function markdownFiles(root: string): Promise<Map<string, string>> {
         if (!isInside(root, real)) continue;
       }
       if (isDirectory) await walk(real, logicalPath);
-      else if (isFile && entry.name.toLowerCase().endsWith(".md")) files.set(logicalPath.slice(0, -3), real);
+      else if (isFile && isMarkdown(entry.name)) files.set(logicalPath.slice(0, -3), real);
     }
   };
   await walk(root, "");
-  return files;
+  return { files, symlinks };
 }
 
-function snippetOf(doc: VaultDocument, terms: string[]): string {
-  const plain = doc.body.replace(/\s+/g, " ").trim();
-  const lower = plain.toLowerCase();
-  let at = -1;
-  for (const term of terms) {
-    const found = lower.indexOf(term.toLowerCase());
-    if (found >= 0 && (at < 0 || found < at)) at = found;
-  }
-  if (at < 0) return doc.summary || plain.slice(0, SNIPPET_CHARS);
-  const start = Math.max(0, at - Math.floor(SNIPPET_CHARS / 3));
-  const end = Math.min(plain.length, start + SNIPPET_CHARS);
-  return `${start > 0 ? "…" : ""}${plain.slice(start, end).trim()}${end < plain.length ? "…" : ""}`;
+/** Runs `task` over `items`, at most `concurrency` at a time. */
+async function eachLimited<T>(items: T[], concurrency: number, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await task(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
-interface Snapshot {
-  documents: Map<string, VaultDocument>;
-  index: MiniSearch<IndexedFields>;
-}
+const readText = (file: string) => readFile(file, "utf8").catch(() => undefined);
 
 /**
- * The vault: a folder of markdown indexed in memory, rebuilt when files change (DESIGN §8).
- * Documents are found only by their vault path in the index, so a path can never name a file
- * outside the folder.
+ * The vault: a folder of markdown indexed in memory (DESIGN §8). File events update the index
+ * without a restart: a changed or removed markdown file is re-read alone; anything else (a folder
+ * renamed, a symlink in the vault, an event without a name) reads the whole folder again and swaps
+ * the new index in at once. Documents are found only by their vault path in the index, so a path
+ * can never name a file outside the folder.
  */
 export class Vault {
-  private snapshot: Snapshot = { documents: new Map(), index: newIndex() };
+  private index = new DocumentIndex();
+  /** a symlink anywhere in the vault makes one file's content reachable by two paths */
+  private hasSymlinks = false;
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private rebuilding: Promise<void> | undefined;
-  private rebuildAgain = false;
+  /** vault-relative names from file events; `null` when an event named no file */
+  private pending = new Set<string | null>();
+  /** updates run one after another */
+  private queue: Promise<void> = Promise.resolve();
+  private queued = 0;
 
-  private constructor(private readonly root: string) {}
+  private constructor(
+    private readonly root: string,
+    private readonly onIndexed: (report: IndexingReport) => void,
+  ) {}
 
-  /** Opens and indexes the folder; `watch` re-indexes on file changes. */
-  static async open(dir: string, options: { watch?: boolean } = {}): Promise<Vault> {
-    const vault = new Vault(await realpath(dir));
+  /** Opens and indexes the folder; `watch` (default) re-indexes on file changes. */
+  static async open(dir: string, options: VaultOptions = {}): Promise<Vault> {
+    const vault = new Vault(await realpath(dir), options.onIndexed ?? (() => {}));
     await vault.rebuild();
     if (options.watch ?? true) vault.startWatching();
     return vault;
@@ -130,59 +127,42 @@ export class Vault {
   }
 
   get size(): number {
-    return this.snapshot.documents.size;
+    return this.index.size;
   }
 
   /** The document at a vault path (`services/iam`; a trailing `.md` is tolerated). */
   get(path: string): VaultDocument | undefined {
-    return this.snapshot.documents.get(path.replace(/\.md$/i, ""));
+    return this.index.get(path.replace(/\.md$/i, ""));
   }
 
-  all(): VaultDocument[] {
-    return [...this.snapshot.documents.values()].sort((a, b) => a.path.localeCompare(b.path));
+  /** Every document, by path. */
+  all(): readonly VaultDocument[] {
+    return this.index.all();
   }
 
   /** Resolves a wikilink target: an exact vault path, else a unique file name anywhere in the vault. */
   resolveLink(target: string): VaultDocument | undefined {
-    const exact = this.get(target);
-    if (exact || target.includes("/")) return exact;
-    const named = this.all().filter((doc) => doc.path.split("/").pop() === target);
-    return named.length === 1 ? named[0] : undefined;
+    return this.index.resolveLink(target);
+  }
+
+  /** The documents whose wikilinks resolve to `path`. */
+  linksTo(path: string): VaultDocument[] {
+    return this.index.linksTo(path);
   }
 
   search(query: string, options: SearchOptions): SearchResultItem[] {
-    const { documents, index } = this.snapshot;
-    const hits = index.search(query, {
-      filter: options.category ? (hit) => documents.get(hit.id as string)?.category === options.category : undefined,
-    });
-    return hits.slice(0, options.limit).flatMap((hit) => {
-      const doc = documents.get(hit.id as string);
-      if (!doc) return [];
-      return [{ path: doc.path, title: doc.title, snippet: snippetOf(doc, hit.terms), score: Math.round(hit.score * 1000) / 1000 }];
-    });
+    return this.index.search(query, options.limit, options.category);
   }
 
-  /** Re-reads the whole folder and swaps the new index in at once; calls made meanwhile are merged. */
-  async rebuild(): Promise<void> {
-    if (this.rebuilding) {
-      this.rebuildAgain = true;
-      return this.rebuilding;
-    }
-    this.rebuilding = (async () => {
-      do {
-        this.rebuildAgain = false;
-        this.snapshot = await this.load();
-      } while (this.rebuildAgain);
-    })().finally(() => {
-      this.rebuilding = undefined;
-    });
-    return this.rebuilding;
+  /** Reads the whole folder again and swaps the new index in at once. */
+  rebuild(): Promise<void> {
+    return this.enqueue(() => this.readAll());
   }
 
   /** Resolves once pending file events have been indexed. */
   async settled(): Promise<void> {
-    while (this.timer || this.rebuilding) {
-      await (this.rebuilding ?? new Promise((resolve) => setTimeout(resolve, REBUILD_DEBOUNCE_MS)));
+    while (this.timer || this.queued > 0) {
+      await (this.queued > 0 ? this.queue : new Promise((resolve) => setTimeout(resolve, SETTLE_MS)));
     }
   }
 
@@ -193,44 +173,80 @@ export class Vault {
     this.timer = undefined;
   }
 
-  private async load(): Promise<Snapshot> {
-    const files = await markdownFiles(this.root);
-    const documents = new Map<string, VaultDocument>();
-    await Promise.all(
-      [...files].map(async ([path, real]) => {
-        const source = await readFile(real, "utf8").catch(() => undefined);
-        if (source !== undefined) documents.set(path, parseDocument(path, source));
-      }),
-    );
-    const index = newIndex();
-    index.addAll(
-      [...documents.values()].map((doc) => ({
-        id: doc.path,
-        title: doc.title,
-        headings: doc.headings.map((h) => h.text).join("\n"),
-        summary: doc.summary,
-        body: doc.body,
-      })),
-    );
-    return { documents, index };
+  private enqueue(update: () => Promise<void>): Promise<void> {
+    this.queued++;
+    const run = this.queue.then(update).finally(() => this.queued--);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async readAll(): Promise<void> {
+    const started = performance.now();
+    const { files, symlinks } = await markdownFiles(this.root);
+    const documents: VaultDocument[] = [];
+    await eachLimited([...files], READ_CONCURRENCY, async ([path, real]) => {
+      const source = await readText(real);
+      if (source !== undefined) documents.push(parseDocument(path, source));
+    });
+    this.index = DocumentIndex.of(documents);
+    this.hasSymlinks = symlinks;
+    this.onIndexed({ kind: "full", documents: this.index.size, touched: documents.length, ms: performance.now() - started });
+  }
+
+  /**
+   * Re-reads the markdown files named by file events; `false` when only reading the whole folder is
+   * safe: a symlink in the vault, a folder created, renamed or removed.
+   */
+  private async readChanged(names: string[]): Promise<boolean> {
+    if (this.hasSymlinks) return false;
+    const started = performance.now();
+    const changes: [string, VaultDocument | undefined][] = [];
+    for (const name of names) {
+      if (name.split(sep).some((part) => part.startsWith("."))) continue; // dot files are not part of the vault
+      const file = join(this.root, name);
+      const entry = await lstat(file).catch(() => undefined);
+      if (entry?.isSymbolicLink() || entry?.isDirectory()) return false;
+      if (!isMarkdown(name)) {
+        // an editor's temporary file is no concern; a vanished folder with documents is
+        if (!entry && this.index.hasFolder(name.split(sep).join("/"))) return false;
+        continue;
+      }
+      const source = entry?.isFile() ? await readText(file) : undefined;
+      const path = vaultPathOf(name);
+      changes.push([path, source === undefined ? undefined : parseDocument(path, source)]);
+    }
+    for (const [path, doc] of changes) {
+      if (doc) this.index.put(doc);
+      else this.index.remove(path);
+    }
+    if (changes.length) {
+      this.onIndexed({ kind: "changed", documents: this.index.size, touched: changes.length, ms: performance.now() - started });
+    }
+    return true;
   }
 
   private startWatching(): void {
     try {
-      this.watcher = watch(this.root, { recursive: true }, () => this.scheduleRebuild());
-      this.watcher.on("error", () => this.scheduleRebuild());
+      this.watcher = watch(this.root, { recursive: true }, (_event, name) => this.noteChange(name ? String(name) : null));
+      this.watcher.on("error", () => this.noteChange(null));
       this.watcher.unref();
     } catch {
       // no file events on this platform: the index stays as loaded until rebuild() is called
     }
   }
 
-  private scheduleRebuild(): void {
+  private noteChange(name: string | null): void {
+    this.pending.add(name);
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.rebuild();
-    }, REBUILD_DEBOUNCE_MS);
+      const names = [...this.pending];
+      this.pending.clear();
+      void this.enqueue(async () => {
+        const named = names.filter((name): name is string => name !== null);
+        if (named.length < names.length || !(await this.readChanged(named))) await this.readAll();
+      });
+    }, SETTLE_MS);
     this.timer.unref();
   }
 }

@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { listen, silentLogger, type RunningServer } from "@core/kit";
 import { createApp } from "../../src/app.js";
-import { Vault } from "../../src/vault.js";
+import { Vault, type VaultOptions } from "../../src/vault.js";
 
 /** The documents of the test vault: every tool has something to find. */
 export const FIXTURE: Record<string, string> = {
@@ -124,8 +124,11 @@ export interface TestVault {
   remove(): void;
 }
 
-/** A temp folder holding the vault and, beside it, a secret file the vault must never serve. */
-export function makeTestVault(): TestVault {
+/**
+ * A temp folder holding the vault and, beside it, a secret file the vault must never serve; with
+ * `symlinks` (default) the vault also holds links pointing out of it and one pointing inside.
+ */
+export function makeTestVault({ symlinks = true } = {}): TestVault {
   const root = mkdtempSync(join(tmpdir(), "core-vault-"));
   const dir = join(root, "vault");
   const outside = join(root, "outside");
@@ -136,6 +139,7 @@ export function makeTestVault(): TestVault {
     writeFileSync(join(dir, path), content);
   };
   for (const [path, content] of Object.entries(FIXTURE)) write(path, content);
+  if (!symlinks) return { root, dir, outside, write, remove: () => rmSync(root, { recursive: true, force: true }) };
   // links that point out of the vault: a file and a folder
   symlinkSync(join(outside, "secret.md"), join(dir, "guides", "leak.md"));
   symlinkSync(outside, join(dir, "concepts", "escape"));
@@ -152,8 +156,8 @@ export interface VaultServer {
 }
 
 /** The vault's app on a real socket. */
-export async function startVaultServer(dir: string): Promise<VaultServer> {
-  const vault = await Vault.open(dir);
+export async function startVaultServer(dir: string, options: VaultOptions = {}): Promise<VaultServer> {
+  const vault = await Vault.open(dir, options);
   const server: RunningServer = await listen(createApp({ vault, logger: silentLogger() }), 0, "127.0.0.1");
   return {
     url: server.url,

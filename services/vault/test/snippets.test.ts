@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { parseDocument } from "../src/documents.js";
+import { plainTextOf, snippetOf } from "../src/document-index.js";
+
+const doc = (body: string, summary = "") => parseDocument("concepts/example", `---\ntitle: Example\nsummary: ${summary || "none"}\n---\n${body}`);
+const filler = (words: number) => Array.from({ length: words }, (_, i) => `word${i}`).join(" ");
+
+describe("snippets", () => {
+  it("show running text: no heading marks, emphasis, code ticks or link syntax", () => {
+    expect(plainTextOf("# Title\n\n**Bold** and `code` see [[services/iam|IAM]], [[concepts/tenancy]] and [the spec](https://example.test/x).\n```ts\nconst a = 1;\n```")).toBe(
+      "Title Bold and code see IAM, concepts/tenancy and the spec. const a = 1;",
+    );
+  });
+
+  it("centre on the place where the most query terms meet, not the first mention", () => {
+    const body = `${filler(10)} grants appear here alone. ${filler(80)} grants expire when their expiry passes. ${filler(80)}`;
+    const snippet = snippetOf(doc(body), ["grants", "expire"]);
+    expect(snippet).toContain("grants expire when their expiry passes");
+    expect(snippet.startsWith("…")).toBe(true);
+    expect(snippet.endsWith("…")).toBe(true);
+    expect(snippet.length).toBeLessThanOrEqual(202);
+  });
+
+  it("match terms at the start of words only", () => {
+    const body = `${filler(5)} metadata everywhere. ${filler(60)} data lives here. ${filler(60)}`;
+    expect(snippetOf(doc(body), ["data"])).toContain("data lives here");
+  });
+
+  it("start at the beginning without an ellipsis when the match is near the top", () => {
+    const snippet = snippetOf(doc(`Tenancy first. ${filler(100)}`), ["tenancy"]);
+    expect(snippet.startsWith("Tenancy first.")).toBe(true);
+    expect(snippet.endsWith("…")).toBe(true);
+  });
+
+  it("fall back to the summary when the match was only in the title or front matter", () => {
+    expect(snippetOf(doc("Nothing relevant.", "The summary line."), ["quokka"])).toBe("The summary line.");
+  });
+
+  it("cut whole words", () => {
+    const snippet = snippetOf(doc(`${filler(100)} target ${filler(100)}`), ["target"]);
+    const words = snippet.replace(/…/g, "").split(" ");
+    expect(words.every((w) => /^(word\d+|target)$/.test(w))).toBe(true);
+  });
+});
