@@ -1,5 +1,5 @@
-import MiniSearch from "minisearch";
 import type { Category, VaultDocument } from "./documents.js";
+import { FullTextIndex, type Field } from "./full-text.js";
 
 /** A search hit (spec §2.11). */
 export interface SearchResultItem {
@@ -9,35 +9,15 @@ export interface SearchResultItem {
   score: number;
 }
 
-interface IndexedFields {
-  id: string;
-  title: string;
-  headings: string;
-  summary: string;
-  body: string;
-}
-
 const SNIPPET_CHARS = 200;
 /** how much of the snippet comes before the match it is centred on */
 const SNIPPET_LEAD = 60;
 /** occurrences of one term looked at when choosing the snippet */
 const OCCURRENCES_PER_TERM = 64;
+/** matched words looked for in a snippet: the query's own first, then completions and corrections */
+const SNIPPET_TERMS = 16;
 
-function newSearchIndex(): MiniSearch<IndexedFields> {
-  return new MiniSearch<IndexedFields>({
-    fields: ["title", "headings", "summary", "body"],
-    searchOptions: {
-      // BM25 with field boosts; prefix matching and a small edit distance for typos
-      boost: { title: 4, headings: 2, summary: 1.5 },
-      prefix: (term) => term.length >= 2,
-      fuzzy: (term) => (term.length >= 4 ? 0.2 : false),
-      maxFuzzy: 2,
-    },
-  });
-}
-
-const fieldsOf = (doc: VaultDocument): IndexedFields => ({
-  id: doc.path,
+const fieldsOf = (doc: VaultDocument): Record<Field, string> => ({
   title: doc.title,
   headings: doc.headings.map((h) => h.text).join("\n"),
   summary: doc.summary,
@@ -71,27 +51,47 @@ function occurrencesOf(text: string, term: string): number[] {
 }
 
 /**
- * About 200 characters of the document's text around its best match: the place where the most
- * distinct matched terms fall within one snippet, the earliest such place on a tie.
+ * The start of the stretch of `text` (one snippet long) where the most distinct `terms` begin
+ * words, the earliest on a tie; -1 when none occurs. One pass over the occurrences.
  */
-export function snippetOf(doc: VaultDocument, terms: string[]): string {
-  const plain = plainTextOf(doc.body);
-  const lower = plain.toLowerCase();
-  const wanted = [...new Set(terms.map((term) => term.toLowerCase()))];
-  const positions = wanted.map((term) => occurrencesOf(lower, term));
+function bestPlaceOf(text: string, terms: string[]): number {
+  const marks = terms.flatMap((term, t) => occurrencesOf(text, term).map((at) => [at, t] as const)).sort((a, b) => a[0] - b[0]);
+  const inWindow = terms.map(() => 0);
+  let distinct = 0;
+  let right = 0;
   let best = -1;
   let bestCount = 0;
-  for (const start of positions.flat().sort((a, b) => a - b)) {
-    const end = start + SNIPPET_CHARS - SNIPPET_LEAD;
-    const count = positions.filter((list) => list.some((at) => at >= start && at < end)).length;
-    if (count > bestCount) [best, bestCount] = [start, count];
+  for (const [at, term] of marks) {
+    while (right < marks.length && marks[right]![0] < at + SNIPPET_CHARS - SNIPPET_LEAD) {
+      if (inWindow[marks[right]![1]]!++ === 0) distinct++;
+      right++;
+    }
+    if (distinct > bestCount) [best, bestCount] = [at, distinct];
+    if (--inWindow[term]! === 0) distinct--;
   }
-  if (best < 0) return doc.summary || clip(plain, 0);
-  return clip(plain, Math.max(0, best - SNIPPET_LEAD));
+  return best;
+}
+
+/**
+ * About 200 characters of the document's text around its best match: the place where the most
+ * distinct matched terms fall within one snippet. Only the lines around that place are turned
+ * into running text, so a long document costs no more than a short one.
+ */
+export function snippetOf(doc: VaultDocument, terms: string[]): string {
+  const wanted = [...new Set(terms.map((term) => term.toLowerCase()))];
+  const body = doc.body;
+  const near = bestPlaceOf(body.toLowerCase(), wanted);
+  if (near < 0) return doc.summary || clip(plainTextOf(body.slice(0, SNIPPET_CHARS * 4)), 0, false, body.length > SNIPPET_CHARS * 4);
+  const from = body.lastIndexOf("\n", Math.max(0, near - SNIPPET_LEAD * 2)) + 1;
+  const lineEnd = body.indexOf("\n", near + SNIPPET_CHARS * 2);
+  const to = lineEnd < 0 ? body.length : lineEnd;
+  const region = plainTextOf(body.slice(from, to));
+  const best = Math.max(0, bestPlaceOf(region.toLowerCase(), wanted));
+  return clip(region, Math.max(0, best - SNIPPET_LEAD), from > 0 && body.slice(0, from).trim() !== "", to < body.length);
 }
 
 /** `SNIPPET_CHARS` of `text` from about `from`, cut at word boundaries, with ellipses where cut. */
-function clip(text: string, from: number): string {
+function clip(text: string, from: number, cutBefore = false, cutAfter = false): string {
   let start = from;
   if (start > 0) {
     const space = text.indexOf(" ", start);
@@ -102,7 +102,7 @@ function clip(text: string, from: number): string {
     const space = text.lastIndexOf(" ", end);
     if (space > start + SNIPPET_CHARS / 2) end = space;
   }
-  return `${start > 0 ? "…" : ""}${text.slice(start, end).trim()}${end < text.length ? "…" : ""}`;
+  return `${start > 0 || cutBefore ? "…" : ""}${text.slice(start, end).trim()}${end < text.length || cutAfter ? "…" : ""}`;
 }
 
 /**
@@ -111,7 +111,7 @@ function clip(text: string, from: number): string {
  */
 export class DocumentIndex {
   private readonly documents = new Map<string, VaultDocument>();
-  private readonly fullText = newSearchIndex();
+  private fullText = new FullTextIndex();
   /** file name → paths with that name, for `[[name]]` links */
   private readonly byFileName = new Map<string, Set<string>>();
   /** link target as written → paths of the documents that write it */
@@ -121,7 +121,6 @@ export class DocumentIndex {
   static of(documents: VaultDocument[]): DocumentIndex {
     const index = new DocumentIndex();
     for (const doc of documents) index.remember(doc);
-    index.fullText.addAll(documents.map(fieldsOf));
     return index;
   }
 
@@ -150,14 +149,14 @@ export class DocumentIndex {
   put(doc: VaultDocument): void {
     if (this.documents.has(doc.path)) this.remove(doc.path);
     this.remember(doc);
-    this.fullText.add(fieldsOf(doc));
   }
 
   remove(path: string): void {
     const doc = this.documents.get(path);
     if (!doc) return;
     this.documents.delete(path);
-    this.fullText.discard(path);
+    this.fullText.remove(path);
+    if (this.fullText.wasteful) this.reindexFullText();
     this.byFileName.get(fileNameOf(path))?.delete(path);
     for (const link of doc.links) this.linkers.get(link.target)?.delete(path);
     this.sorted = undefined;
@@ -182,18 +181,23 @@ export class DocumentIndex {
   }
 
   search(query: string, limit: number, category?: Category): SearchResultItem[] {
-    const hits = this.fullText.search(query, {
-      filter: category ? (hit) => this.documents.get(hit.id as string)?.category === category : undefined,
+    const accept = category ? (path: string) => this.documents.get(path)?.category === category : undefined;
+    const { hits, terms } = this.fullText.search(query, limit, accept);
+    return hits.map(({ id, score }) => {
+      const doc = this.documents.get(id)!;
+      return { path: doc.path, title: doc.title, snippet: snippetOf(doc, terms.slice(0, SNIPPET_TERMS)), score: Math.round(score * 1000) / 1000 };
     });
-    return hits.slice(0, limit).flatMap((hit) => {
-      const doc = this.documents.get(hit.id as string);
-      if (!doc) return [];
-      return [{ path: doc.path, title: doc.title, snippet: snippetOf(doc, hit.terms), score: Math.round(hit.score * 1000) / 1000 }];
-    });
+  }
+
+  /** A fresh full-text index of the documents, without the postings of removed ones. */
+  private reindexFullText(): void {
+    this.fullText = new FullTextIndex();
+    for (const doc of this.documents.values()) this.fullText.add(doc.path, fieldsOf(doc));
   }
 
   private remember(doc: VaultDocument): void {
     this.documents.set(doc.path, doc);
+    this.fullText.add(doc.path, fieldsOf(doc));
     const name = fileNameOf(doc.path);
     if (!this.byFileName.has(name)) this.byFileName.set(name, new Set());
     this.byFileName.get(name)!.add(doc.path);

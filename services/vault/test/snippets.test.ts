@@ -41,4 +41,14 @@ describe("snippets", () => {
     const words = snippet.replace(/…/g, "").split(" ");
     expect(words.every((w) => /^(word\d+|target)$/.test(w))).toBe(true);
   });
+
+  it("read only the lines around the match of a long document, without their markup", () => {
+    const lines = Array.from({ length: 300 }, (_, i) => `Line ${i} says ${filler(12)}.`);
+    lines[250] = "## Refresh **tokens** rotate";
+    lines[251] = "A spent `refresh` token revokes its family ([[decisions/0007-device-flow|ADR 0007]]).";
+    const snippet = snippetOf(doc(lines.join("\n")), ["refresh", "family"]);
+    expect(snippet.startsWith("…")).toBe(true);
+    expect(snippet).toContain("Refresh tokens rotate A spent refresh token revokes its family (ADR 0007).");
+    expect(snippet).not.toMatch(/[#*`[\]]/);
+  });
 });
