@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,8 +12,8 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function start(env: NodeJS.ProcessEnv): Started {
-  const child = spawn(process.execPath, ["scripts/start.mjs"], { env: { ...process.env, ...env, NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
+function start(env: NodeJS.ProcessEnv, args: string[] = []): Started {
+  const child = spawn(process.execPath, ["scripts/start.mjs", ...args], { env: { ...process.env, ...env, NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout!.on("data", (d) => (output += d));
   child.stderr!.on("data", (d) => (output += d));
@@ -35,15 +35,18 @@ describe("npm start", () => {
   let iamUrl: string;
 
   beforeAll(async () => {
-    const [iam, registry, vault] = [await freePort(), await freePort(), await freePort()];
+    const [iam, registry, stacks, vault] = [await freePort(), await freePort(), await freePort(), await freePort()];
     iamUrl = `http://127.0.0.1:${iam}`;
     env = {
       CORE_DATA_DIR: dataDir,
       CORE_IAM_PORT: String(iam),
       CORE_PLATFORM_REGISTRY_PORT: String(registry),
+      CORE_STACK_REGISTRY_PORT: String(stacks),
+      CORE_STACK_REGISTRY_URL: `http://127.0.0.1:${stacks}`,
       CORE_IAM_URL: iamUrl,
       CORE_REGISTRY_URL: `http://127.0.0.1:${registry}`,
       CORE_VAULT_PORT: String(vault),
+      CORE_MCP_URL: `http://127.0.0.1:${vault}`,
       LOG_LEVEL: "warn",
     };
   });
@@ -53,7 +56,7 @@ describe("npm start", () => {
     const first = start(env);
     await until(() => first.output().includes("core is running"), "the first start");
     expect(first.output()).toContain(iamUrl);
-    expect(first.output()).toMatch(/vault\s+http:\/\/localhost:\d+\/mcp/);
+    expect(first.output()).toContain(`${env.CORE_MCP_URL}/mcp`);
     const health = await fetch(`${iamUrl}/health`);
     expect(health.status).toBe(200);
 
@@ -82,6 +85,25 @@ describe("npm start", () => {
     again.child.kill("SIGTERM");
     expect(await again.exited).toBe(0);
   }, 120_000);
+
+  it("runs the vault alone without the database: nothing is opened or locked in the data directory", async () => {
+    const alone = mkdtempSync(join(tmpdir(), "core-vault-only-"));
+    try {
+      const vault = start({ ...env, CORE_DATA_DIR: alone }, ["--only", "vault"]);
+      await until(() => vault.output().includes("core is running"), "the vault alone");
+      const response = await fetch(`${env.CORE_MCP_URL}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      });
+      expect(((await response.json()) as { result: { tools: unknown[] } }).result.tools).toHaveLength(11);
+      expect(readdirSync(alone).filter((name) => name === "pgdata" || name.endsWith(".lock"))).toEqual([]);
+      vault.child.kill("SIGTERM");
+      expect(await vault.exited).toBe(0);
+    } finally {
+      rmSync(alone, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it("names an unknown --only service instead of starting", async () => {
     const child = spawn(process.execPath, ["scripts/start.mjs", "--only", "nope"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });

@@ -46,6 +46,16 @@ function serviceCredentials(common: CommonConfig, env: NodeJS.ProcessEnv, builtI
   return map;
 }
 
+type OpenDatabase = Pick<DatabaseHandle, "db" | "ping" | "close">;
+
+/** The database stand-in for services without tables: any use of it is a programming error. */
+function withoutDatabase(): OpenDatabase {
+  const refuse = (): never => {
+    throw new Error("No database is open: only services with migrations get one (ServiceModule.migrationsFolder)");
+  };
+  return { db: new Proxy({}, { get: refuse }) as Db, ping: async () => {}, close: async () => {} };
+}
+
 /**
  * Opens the database, applies each service's migrations and starts each service on its own port
  * (DESIGN §1). Services talk to each other over HTTP even in one process.
@@ -54,7 +64,11 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const env = options.env ?? process.env;
   const common = loadCommonConfig(env);
   const credentials = serviceCredentials(common, env, options.builtInCredentials);
-  const database: DatabaseHandle = await openDatabase({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir });
+  // a service without tables (the vault) run alone needs no database, nor the data directory's lock
+  const needsDatabase = options.services.some(([, module]) => module.migrationsFolder !== undefined);
+  const database: OpenDatabase = needsDatabase
+    ? await openDatabase({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir })
+    : withoutDatabase();
   const servers: RunningServer[] = [];
   const built: BuiltService[] = [];
   const stop = async () => {
