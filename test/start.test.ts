@@ -105,6 +105,18 @@ describe("npm start", () => {
     }
   }, 60_000);
 
+  it("explains a configuration problem of a service in one line instead of a stack trace", async () => {
+    const alone = mkdtempSync(join(tmpdir(), "core-bad-config-"));
+    try {
+      const vault = start({ ...env, CORE_DATA_DIR: alone, VAULT_DIR: join(alone, "missing") }, ["--only", "vault"]);
+      expect(await vault.exited).toBe(1);
+      expect(vault.output()).toContain(`core: VAULT_DIR must name a folder of markdown documents; ${join(alone, "missing")} is not a folder`);
+      expect(vault.output()).not.toMatch(/\n\s+at /);
+    } finally {
+      rmSync(alone, { recursive: true, force: true });
+    }
+  });
+
   it("names an unknown --only service instead of starting", async () => {
     const child = spawn(process.execPath, ["scripts/start.mjs", "--only", "nope"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";

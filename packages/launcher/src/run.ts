@@ -112,7 +112,8 @@ export async function runUntilStopped(options: RunOptions, logger = createLogger
     onShutdown(logger, [running.stop]);
     return running;
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof DataDirLockedError) {
+    // each service bundle carries its own copy of the kit, so its ConfigError is known by name
+    if (err instanceof ConfigError || (err instanceof Error && err.name === ConfigError.name) || err instanceof DataDirLockedError) {
       console.error(`core: ${err.message}`);
       process.exit(1);
     }
