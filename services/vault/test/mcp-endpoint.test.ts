@@ -104,6 +104,15 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
     expect(await response.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });
   });
 
+  it("echoes a sane x-request-id, and gives one to a request that has none", async () => {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const headers = { "Content-Type": "application/json" };
+    const echoed = await fetch(server.mcpUrl, { method: "POST", headers: { ...headers, "x-request-id": "agent-7" }, body });
+    expect(echoed.headers.get("x-request-id")).toBe("agent-7");
+    const fresh = await fetch(server.mcpUrl, { method: "POST", headers, body });
+    expect(fresh.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it("refuses GET on /mcp with 405: the server is stateless and streams nothing", async () => {
     const response = await fetch(server.mcpUrl);
     expect(response.status).toBe(405);
