@@ -63,10 +63,27 @@ export function headingsOf(lines: string[]): Heading[] {
   return headings;
 }
 
-/** `[[path]]`, `[[path|alias]]`, `[[path#heading]]` and `[[path#heading|alias]]`. */
+/** The text outside fenced code blocks and inline code spans: what is written there is shown, not linked. */
+function proseOf(lines: string[]): string {
+  let fenced = false;
+  return lines
+    .map((line) => {
+      if (FENCE.test(line)) {
+        fenced = !fenced;
+        return "";
+      }
+      return fenced ? "" : line.replace(/(`+)[\s\S]*?\1/g, "");
+    })
+    .join("\n");
+}
+
+/**
+ * `[[path]]`, `[[path|alias]]`, `[[path#heading]]` and `[[path#heading|alias]]`, outside code, so a
+ * document can show the syntax without linking.
+ */
 export function wikiLinksOf(body: string): WikiLink[] {
   const links: WikiLink[] = [];
-  for (const match of body.matchAll(WIKILINK)) {
+  for (const match of proseOf(body.split(/\r?\n/)).matchAll(WIKILINK)) {
     const [reference, alias] = match[1]!.split("|", 2) as [string, string | undefined];
     const [target, heading] = reference.split("#", 2) as [string, string | undefined];
     const link: WikiLink = { target: normalizeLinkTarget(target) };
