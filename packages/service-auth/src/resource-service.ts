@@ -1,4 +1,4 @@
-import { probe, type HealthCheck, type ServiceContext } from "@core/kit";
+import { ConfigError, probe, type HealthCheck, type ServiceContext } from "@core/kit";
 import type { CredentialResolvers } from "./credentials.js";
 import { remoteResolvers } from "./remote.js";
 import { ServiceTokenClient } from "./service-token-client.js";
@@ -10,7 +10,10 @@ import { ServiceTokenClient } from "./service-token-client.js";
 export function iamBackedDeps(ctx: ServiceContext, serviceId: string): { credentials: CredentialResolvers; healthChecks: HealthCheck[] } {
   const iamUrl = ctx.common.url("iam");
   const secret = ctx.serviceCredentials.get(serviceId);
-  if (!secret) throw new Error(`No service credential for ${serviceId}: add it to CORE_SERVICE_CREDENTIALS`);
+  if (!secret) {
+    // with DATABASE_URL nothing is generated into a data dir: each process is given its credential
+    throw new ConfigError(`No service credential for ${serviceId}: set CORE_SERVICE_CREDENTIALS to include ${serviceId}:<secret> (the same list IAM has)`);
+  }
   const tokens = new ServiceTokenClient(iamUrl, { serviceId, secret });
   return {
     credentials: remoteResolvers({ iamUrl, serviceId, tokens }),

@@ -47,7 +47,7 @@ function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): nu
 /** IAM's settings from the environment (README "Configuration"). */
 export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = process.env): IamConfig {
   const iamUrl = common.url("iam");
-  const authSecret = env.BETTER_AUTH_SECRET || env.CORE_AUTH_SECRET || persistentSecret(common.dataDir, "auth");
+  const authSecret = env.CORE_AUTH_SECRET || env.BETTER_AUTH_SECRET || persistentSecret(common.dataDir, "auth");
   if (authSecret.length < 32) throw new ConfigError("CORE_AUTH_SECRET must be at least 32 characters");
   const extraOrigins = (env.CORE_TRUSTED_ORIGINS ?? "")
     .split(",")

@@ -89,6 +89,6 @@ describe.each(testDatabases())("the platform registry service on $name", (databa
   });
 
   it("refuses to start without a service credential of its own", async () => {
-    await expect(built(r.handle, iam.url, null)).rejects.toThrow(/No service credential for platform-registry/);
+    await expect(built(r.handle, iam.url, null)).rejects.toMatchObject({ name: "ConfigError", message: expect.stringMatching(/No service credential for platform-registry: set CORE_SERVICE_CREDENTIALS/) });
   });
 });

@@ -89,6 +89,6 @@ describe.each(testDatabases())("the stack registry service on $name", (database)
   });
 
   it("refuses to start without a service credential of its own", async () => {
-    await expect(built(r.handle, iam.url, null)).rejects.toThrow(/No service credential for stack-registry/);
+    await expect(built(r.handle, iam.url, null)).rejects.toMatchObject({ name: "ConfigError", message: expect.stringMatching(/No service credential for stack-registry: set CORE_SERVICE_CREDENTIALS/) });
   });
 });
