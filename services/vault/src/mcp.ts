@@ -1,6 +1,6 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ErrorCode, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { VAULT_TOOLS } from "./tools.js";
 import type { Vault } from "./vault.js";
@@ -11,6 +11,14 @@ const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: 
 
 function text(value: unknown, isError = false): CallToolResult {
   return { content: [{ type: "text", text: typeof value === "string" ? value : JSON.stringify(value) }], ...(isError ? { isError } : {}) };
+}
+
+/**
+ * A JSON-RPC invalid-params error. The SDK answers any thrown error with its `code` and `message`;
+ * its own McpError would prefix the message with "MCP error -32602:", which says the code twice.
+ */
+class InvalidParams extends Error {
+  readonly code = ErrorCode.InvalidParams;
 }
 
 /** An MCP server exposing the vault's tools (spec §4.7), for one request (stateless mode). */
@@ -31,11 +39,11 @@ export function createMcpServer(vault: Vault): McpServer {
   server.server.setRequestHandler(CallToolRequestSchema, (request) => {
     const { name, arguments: args } = request.params;
     const definition = VAULT_TOOLS.find((t) => t.name === name);
-    if (!definition) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (!definition) throw new InvalidParams(`Unknown tool: ${name}`);
     const parsed = inputs.get(name)!.safeParse(args ?? {});
     if (!parsed.success) {
       const detail = parsed.error.issues.map((issue) => `${issue.path.join(".") || "arguments"}: ${issue.message}`).join("; ");
-      throw new McpError(ErrorCode.InvalidParams, `Invalid arguments for ${name}: ${detail}`);
+      throw new InvalidParams(`Invalid arguments for ${name}: ${detail}`);
     }
     const outcome = definition.run(vault, parsed.data as never);
     return "notFound" in outcome ? text(outcome.notFound, true) : text(outcome.output);

@@ -90,7 +90,7 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
 
   it("answers bad params with JSON-RPC error -32602", async () => {
     const { body } = await rawRpc(server.mcpUrl, "tools/call", { name: "read_doc", arguments: { path: 42 } });
-    expect(body).toMatchObject({ jsonrpc: "2.0", id: 1, error: { code: -32602, message: expect.stringContaining("path") } });
+    expect(body).toMatchObject({ jsonrpc: "2.0", id: 1, error: { code: -32602, message: "Invalid arguments for read_doc: path: Invalid input: expected string, received number" } });
   });
 
   it("answers an unknown method with JSON-RPC error -32601", async () => {
