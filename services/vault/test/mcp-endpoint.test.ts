@@ -120,6 +120,36 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
   });
 });
 
+describe("every tool over raw HTTP", () => {
+  // tool → arguments that find something, arguments naming what does not exist (if it can), bad arguments
+  const cases: [string, Record<string, unknown>, Record<string, unknown> | null, Record<string, unknown>][] = [
+    ["search_docs", { query: "tenancy", limit: 2 }, null, { query: "" }],
+    ["read_doc", { path: "services/iam" }, { path: "services/none" }, {}],
+    ["read_section", { path: "concepts/tenancy", heading: "slugs" }, { path: "concepts/tenancy", heading: "nothing like it" }, { path: "concepts/tenancy" }],
+    ["get_service_spec", { service: "iam" }, { service: "billing-x" }, { service: 7 }],
+    ["list_services", {}, null, { all: true }],
+    ["get_adr", { number: 4 }, { number: 99 }, { number: "4" }],
+    ["list_adrs", { status: "accepted" }, null, { status: "" }],
+    ["get_rules", { domain: "security" }, { domain: "cooking" }, {}],
+    ["get_rules_by_tier", { tier: 1 }, null, { tier: 0 }],
+    ["get_cross_cutting", { concern: "errors" }, { concern: "weather" }, { concern: 1 }],
+    ["get_links", { path: "services/iam" }, { path: "services/none" }, { path: "" }],
+  ];
+
+  it.each(cases)("%s answers found, not found and bad arguments in their three shapes", async (name, good, missing, bad) => {
+    const found = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: good });
+    expect(found.body.result.isError, name).toBeUndefined();
+    expect(found.body.result.content).toEqual([{ type: "text", text: expect.any(String) }]);
+    expect(() => JSON.parse(found.body.result.content[0].text)).not.toThrow();
+    if (missing) {
+      const absent = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: missing });
+      expect(absent.body.result).toEqual({ content: [{ type: "text", text: expect.stringMatching(/not found|No heading|No rules/) }], isError: true });
+    }
+    const refused = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: bad });
+    expect(refused.body.error, name).toMatchObject({ code: -32602, message: expect.stringContaining(`Invalid arguments for ${name}`) });
+  });
+});
+
 describe("the kit's routes", () => {
   it("serves /health, /metrics and /docs like every service", async () => {
     const health = await fetch(`${server.url}/health`);
