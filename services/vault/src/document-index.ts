@@ -79,7 +79,8 @@ function bestPlaceOf(text: string, terms: string[]): number {
  */
 export function snippetOf(doc: VaultDocument, terms: string[]): string {
   const wanted = [...new Set(terms.map((term) => term.toLowerCase()))];
-  const body = doc.body;
+  // the title is shown beside the snippet already: its H1 would only repeat it
+  const body = doc.body.replace(/^#[ \t]+(.+)$/m, (line, heading: string) => (heading.trim() === doc.title ? "" : line));
   const near = bestPlaceOf(body.toLowerCase(), wanted);
   if (near < 0) return doc.summary || clip(plainTextOf(body.slice(0, SNIPPET_CHARS * 4)), 0, false, body.length > SNIPPET_CHARS * 4);
   const from = body.lastIndexOf("\n", Math.max(0, near - SNIPPET_LEAD * 2)) + 1;

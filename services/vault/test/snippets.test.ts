@@ -32,6 +32,13 @@ describe("snippets", () => {
     expect(snippet.endsWith("…")).toBe(true);
   });
 
+  it("leave out the H1 that repeats the title", () => {
+    const document = parseDocument("guides/quokka", "---\ntitle: Quokka notes\n---\n\n# Quokka notes\n\nThe quokka smiles.\n");
+    expect(snippetOf(document, ["quokka"])).toBe("The quokka smiles.");
+    const other = parseDocument("guides/other", "---\ntitle: Other\n---\n\n# Quokka heading\n\nText.\n");
+    expect(snippetOf(other, ["quokka"])).toBe("Quokka heading Text.");
+  });
+
   it("fall back to the summary when the match was only in the title or front matter", () => {
     expect(snippetOf(doc("Nothing relevant.", "The summary line."), ["quokka"])).toBe("The summary line.");
   });
