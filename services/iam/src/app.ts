@@ -26,7 +26,7 @@ import { roleRoutes } from "./routes/roles.js";
 import { serviceRoutes } from "./routes/service-auth.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { oauthRoutes } from "./routes/oauth.js";
-import { cliRoutes } from "./routes/cli.js";
+import { cliRoutes, requireCliPrincipal } from "./routes/cli.js";
 import { DeviceFlow } from "./device-flow.js";
 import { isPagePath, pageRoutes } from "./pages/index.js";
 
@@ -139,7 +139,7 @@ export function createApp(deps: IamDeps) {
   app.use("/api/v1/cli/*", withoutErrorDetails);
   const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
     [/^\/oauth\/device\/(authorize|deny)$/, (c) => requireSession(c, ctx.session)],
-    [/^\/api\/v1\/cli\//, (c) => requireSession(c, ctx.session)],
+    [/^\/api\/v1\/cli\//, (c) => requireCliPrincipal(c, ctx)],
     [/^\/api\/core\/org-setup$/, (c) => requireSession(c, { ...ctx.session, cookieOnly: true })],
     [/^\/api\/(validate-session|core\/apikey\/validate)$/, (c) => requireServiceCaller(c, credentials)],
     [/^\/api\/core\/service-token$/, async (c) => {
