@@ -17,7 +17,7 @@ export interface Context {
   /** the first line of standard input (`core login --token -`); `prompt` is shown on a terminal */
   readStdinLine(prompt: string): Promise<string>;
   iam(iamUrl: string): IamClient;
-  /** the stack registry at `baseUrl`, sending `token` as the bearer credential */
+  /** the stack registry at `baseUrl`, sending `token` as the credential (bearer, or `x-api-key` for an API key) */
   stackRegistry(baseUrl: string, token: string): StackRegistryClient;
 }
 

@@ -14,6 +14,13 @@ export interface Answer {
   body: any;
 }
 
+/**
+ * IAM's API keys start with this (its API key plugin's prefix): a CI job logs in with one, and it
+ * travels as `x-api-key` (DESIGN §4). Session tokens never contain `_`, so the two cannot be confused.
+ */
+export const API_KEY_PREFIX = "core_";
+export const isApiKey = (token: string) => token.startsWith(API_KEY_PREFIX);
+
 const TIMEOUT_MS = 15_000;
 // a version list carries every definition, so answers may be large; beyond this the body is cut off
 const MAX_BODY_BYTES = 32 << 20;
@@ -32,18 +39,18 @@ const REASONS: Record<string, string> = {
  * POSTs a form (OAuth endpoints read forms, RFC 6749 §4.1.3) and reads a JSON answer. node:http
  * rather than fetch: fetch loads undici on first use, about 25 ms of the CLI's start (bench/cli-startup.mjs).
  */
-export function postForm(url: string, form: Record<string, string> | null, options: { bearer?: string; userAgent: string }): Promise<Answer> {
+export function postForm(url: string, form: Record<string, string> | null, options: { credential?: string; userAgent: string }): Promise<Answer> {
   const body = form ? new URLSearchParams(form).toString() : "";
   return send("POST", url, body, form ? "application/x-www-form-urlencoded" : null, options);
 }
 
 /** One request with an optional JSON body (the stack registry's routes, spec §4.5), JSON answer. */
-export function requestJson(method: string, url: string, json: unknown, options: { bearer?: string; userAgent: string }): Promise<Answer> {
+export function requestJson(method: string, url: string, json: unknown, options: { credential?: string; userAgent: string }): Promise<Answer> {
   const body = json === undefined ? "" : JSON.stringify(json);
   return send(method, url, body, json === undefined ? null : "application/json", options);
 }
 
-async function send(method: string, url: string, body: string, contentType: string | null, options: { bearer?: string; userAgent: string }): Promise<Answer> {
+async function send(method: string, url: string, body: string, contentType: string | null, options: { credential?: string; userAgent: string }): Promise<Answer> {
   const target = new URL(url);
   const headers: Record<string, string> = {
     accept: "application/json",
@@ -51,7 +58,10 @@ async function send(method: string, url: string, body: string, contentType: stri
     "content-length": String(Buffer.byteLength(body)),
   };
   if (contentType) headers["content-type"] = contentType;
-  if (options.bearer) headers.authorization = `Bearer ${options.bearer}`;
+  if (options.credential) {
+    if (isApiKey(options.credential)) headers["x-api-key"] = options.credential;
+    else headers.authorization = `Bearer ${options.credential}`;
+  }
   // https loads TLS, so only when asked for
   const request = target.protocol === "https:" ? (await import("node:https")).request : httpRequest;
   const requestOptions: RequestOptions = { method, headers, agent: false, timeout: TIMEOUT_MS };

@@ -79,9 +79,9 @@ export class IamClient {
     return { status: answer.status, code: String(body?.error?.code ?? `HTTP ${answer.status}`), message: String(body?.error?.message ?? "") };
   }
 
-  private async post(path: string, form: Record<string, string> | null, bearer?: string): Promise<Answer> {
+  private async post(path: string, form: Record<string, string> | null, credential?: string): Promise<Answer> {
     try {
-      const answer = await postForm(`${this.iamUrl}${path}`, form, { bearer, userAgent: this.options.userAgent });
+      const answer = await postForm(`${this.iamUrl}${path}`, form, { credential, userAgent: this.options.userAgent });
       const error = answer.body?.error;
       this.options.debug(`POST ${this.iamUrl}${path} → ${answer.status}${typeof error === "string" ? ` ${error}` : ""}`);
       return answer;

@@ -72,7 +72,7 @@ export class StackRegistryClient {
     const url = `${this.baseUrl}${path}`;
     let answer: Answer;
     try {
-      answer = await requestJson(method, url, body, { bearer: this.options.token, userAgent: this.options.userAgent });
+      answer = await requestJson(method, url, body, { credential: this.options.token, userAgent: this.options.userAgent });
     } catch (err) {
       if (err instanceof Unreachable) this.options.debug(`${method} ${url} → unreachable: ${err.reason}`);
       throw err;

@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, signUp } from "../../../services/iam/test/support/harness.js";
+import { call, freePort, signUp } from "../../../services/iam/test/support/harness.js";
 import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
 import { approve, deny, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
 
@@ -249,6 +249,32 @@ describe("core login", () => {
       const expires = Date.parse(stored.expiresAt);
       expect(expires).toBeGreaterThanOrEqual(before + 30 * DAY_MS);
       expect(expires).toBeLessThanOrEqual(Date.now() + 30 * DAY_MS);
+    });
+
+    it("logs a CI job in with an API key: IAM names the key's owner, the key expires 30 days ahead in the file, and whoami works with it", async () => {
+      const ada = await userWithPlatform(live.iam);
+      const created = await call(live.iam, "POST", "/api/auth/api-key/create", { token: ada.token, headers: { origin: live.iam.origin }, body: { name: "ci" } });
+      const key = created.body.key as string;
+      expect(key.startsWith("core_")).toBe(true);
+      const home = freshHome();
+      const before = Date.now();
+      const done = await runCli(core, ["login", "--token", "-", "--iam-url", live.iamUrl], { env: { CORE_HOME: home }, stdin: `${key}\n` });
+      expect(done).toMatchObject({ code: 0, stdout: "Authenticated via token\n", stderr: "" });
+      const stored = credentialsOf(home);
+      expect(stored).toMatchObject({ token: key, refreshToken: null, email: ada.email, platformId: ada.platformId, role: "owner", audience: "core-cli" });
+      expect(Date.parse(stored.expiresAt)).toBeGreaterThanOrEqual(before + 30 * DAY_MS);
+      const whoami = await runCli(core, ["whoami", "--json"], { env: { CORE_HOME: home } });
+      expect(whoami.code).toBe(0);
+      expect(JSON.parse(whoami.stdout)).toMatchObject({ email: ada.email, platformId: ada.platformId });
+    });
+
+    it("refuses an API key IAM does not know, exit 1, and stores nothing", async () => {
+      const home = freshHome();
+      const done = await runCli(core, ["login", "--token", "core_not-a-key", "--iam-url", live.iamUrl], { env: { CORE_HOME: home } });
+      expect(done.code).toBe(1);
+      expect(done.stderr).toContain("does not accept this token (UNAUTHENTICATED: This API key is invalid, expired or revoked)");
+      expect(done.stderr).not.toContain("core_not-a-key");
+      expect(exists(join(home, "credentials.json"))).toBe(false);
     });
 
     it("refuses a token IAM rejects (401), exit 1, and stores nothing", async () => {

@@ -76,6 +76,17 @@ describe("core stacks", () => {
       });
     });
 
+    it("publishes with an operator's API key (a CI job's credential), sent as x-api-key and never as a bearer token", async () => {
+      const name = await template();
+      const before = registry.requests.length;
+      const withKey = await stacks(["publish", name, "1.1.0", "--definition", definitionFile(DEFINITION), "--sdk", "2.1.0"], {}, homeWith(registry.publisherApiKey));
+      expect(withKey.stderr).toBe("");
+      expect(withKey.code).toBe(0);
+      const sent = requestsSince(before).at(-1)!;
+      expect(sent).toMatchObject({ method: "POST", path: `/api/v1/stacks/${name}/versions`, apiKey: registry.publisherApiKey, authorization: undefined });
+      expect((await stacks(["versions", name, "--json"], {}, homeWith(registry.publisherApiKey))).stdout).toContain('"1.1.0"');
+    });
+
     it("--json gives the new version's id", async () => {
       const name = await template();
       const done = await stacks(["publish", name, "1.0.0-rc.1", "--definition", definitionFile(DEFINITION), "--sdk", "1.0.0", "--json"]);

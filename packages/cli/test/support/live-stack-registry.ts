@@ -5,7 +5,7 @@ import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
 import { applyMigrations, testDatabases, type DatabaseHandle } from "@core/storage";
 import { createApp as createStackRegistryApp } from "../../../../services/stack-registry/src/app.js";
 import { migrationsFolder as stackRegistryMigrations, SERVICE_ID } from "../../../../services/stack-registry/src/index.js";
-import { createIam, freePort, operator, REGISTRY_SECRET, signUp } from "../../../../services/iam/test/support/harness.js";
+import { call, createIam, freePort, operator, REGISTRY_SECRET, signUp } from "../../../../services/iam/test/support/harness.js";
 
 const STACK_REGISTRY_SECRET = "stack-registry-secret-for-cli-tests-0123456789";
 
@@ -35,6 +35,9 @@ export async function startLiveStackRegistry() {
 
   const publisher = await operator(iam);
   const reader = await signUp(iam);
+  // what a CI job would hold: an API key of the operator (better-auth's route, the owner's session)
+  const publisherKey = await call(iam, "POST", "/api/auth/api-key/create", { token: publisher.token, headers: { origin: iam.origin }, body: { name: "ci" } });
+  if (publisherKey.status !== 200) throw new Error(`api key refused: ${publisherKey.status}`);
   const proxy = await recordingProxy(url);
 
   return {
@@ -45,6 +48,8 @@ export async function startLiveStackRegistry() {
     iamUrl,
     publisherToken: publisher.token,
     readerToken: reader.token,
+    /** an API key of the operator, sent as x-api-key */
+    publisherApiKey: publisherKey.body.key as string,
     /** POST /api/v1/stacks as the operator: the CLI publishes versions, templates are made through the API */
     async createTemplate(name: string, fields: Partial<{ displayName: string; description: string; domain: string; icon: string }> = {}) {
       const body = { name, displayName: fields.displayName ?? `The ${name} stack`, description: fields.description ?? "What it is for", ...fields };
@@ -67,6 +72,7 @@ export interface RecordedRequest {
   method: string;
   path: string;
   authorization: string | undefined;
+  apiKey?: string | undefined;
   body: any;
 }
 
@@ -79,7 +85,14 @@ export async function recordingProxy(target: string) {
     incoming.on("end", () => {
       const body = Buffer.concat(chunks);
       const path = new URL(incoming.url!, "http://x").pathname;
-      requests.push({ method: incoming.method!, path, authorization: incoming.headers.authorization, body: body.length ? JSON.parse(body.toString("utf8")) : undefined });
+      const apiKey = incoming.headers["x-api-key"];
+      requests.push({
+        method: incoming.method!,
+        path,
+        authorization: incoming.headers.authorization,
+        ...(typeof apiKey === "string" ? { apiKey } : {}),
+        body: body.length ? JSON.parse(body.toString("utf8")) : undefined,
+      });
       const forwarded = request(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
         outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(outgoing);
