@@ -1,7 +1,7 @@
 import { activeCredential, describeSource, type Context, type Outcome } from "../context.js";
 import { hasExpired } from "../credentials.js";
 import { failures } from "../failures.js";
-import { Unreachable } from "../http.js";
+import { isApiKey, Unreachable } from "../http.js";
 import type { WhoamiAnswer } from "../iam-client.js";
 
 /**
@@ -35,8 +35,9 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
   return {
     text: [
       `Logged in to ${active.iamUrl} as ${email}`,
-      platformId ? `Platform: ${platformId} (role: ${role || "none"})` : "Platform: none (no organization yet)",
-      `Token expires: ${expiresAt || "not stated"}`,
+      platformId ? `Platform: ${platformId} (role: ${role || "none"})` : role ? `Platform: none (role: ${role}, in an organization without a platform)` : "Platform: none (no organization yet)",
+      // IAM states no expiry for an API key made without one
+      `Token expires: ${expiresAt || (isApiKey(active.token) ? "never (an API key without expiry)" : "not stated")}`,
       `Credential: ${credential}`,
     ].join("\n"),
     json: { email, platformId, role, expiresAt, iamUrl: active.iamUrl, source: active.source, credential },
