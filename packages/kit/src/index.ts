@@ -1,4 +1,5 @@
 export * from "./app.js";
+export * from "./client-ip.js";
 export * from "./clock.js";
 export * from "./errors.js";
 export * from "./ids.js";

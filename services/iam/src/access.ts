@@ -1,8 +1,7 @@
 import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
-import { getConnInfo } from "@hono/node-server/conninfo";
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { ApiError, forbidden, requestIdOf, unauthenticated } from "@core/kit";
+import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
 import { bearerToken, callerOf, holds, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
 
@@ -114,24 +113,6 @@ export async function requireServiceCaller(c: Context, resolvers: CredentialReso
 export function requirePermission(caller: Caller, permission: string, scope: { orgId?: string | null; platformId?: string | null } = {}): void {
   if (caller.kind === "service") return;
   if (!holds(caller.principal, permission, scope)) throw forbidden(`You need the ${permission} permission here`);
-}
-
-/**
- * The client's address: the socket's, or with CORE_TRUST_PROXY=1 the first X-Forwarded-For entry
- * (behind a proxy that sets it). Worked out once per request, and only when something needs it.
- */
-export function clientIpOf(c: Context, trustProxy = process.env.CORE_TRUST_PROXY === "1"): string {
-  const memo = c.get("core:client-ip" as never) as string | undefined;
-  if (memo) return memo;
-  let ip = "127.0.0.1";
-  try {
-    ip = getConnInfo(c).remote.address ?? ip;
-  } catch {
-    // in-process requests (tests) have no socket
-  }
-  if (trustProxy) ip = c.req.header("x-forwarded-for")?.split(",")[0]?.trim() || ip;
-  c.set("core:client-ip" as never, ip as never);
-  return ip;
 }
 
 /** Who did it, for the audit log. */

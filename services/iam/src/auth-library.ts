@@ -1,6 +1,5 @@
 import type { Context } from "hono";
-import { withRequestId } from "@core/kit";
-import { clientIpOf } from "./access.js";
+import { clientIpOf, withRequestId } from "@core/kit";
 import type { AuditLog } from "./audit.js";
 import { CLIENT_IP_HEADER, REQUEST_ID_HEADER, type Auth } from "./auth.js";
 

@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { errorResponses, jsonContent, security, unauthenticated, type ServiceApp } from "@core/kit";
+import { clientIpOf, errorResponses, jsonContent, security, unauthenticated, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
-import { actorOf, clientIpOf, requireSession } from "../access.js";
+import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 
 const Identity = z

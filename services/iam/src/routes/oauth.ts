@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
-import { actorOf, clientIpOf, requireSession } from "../access.js";
+import { clientIpOf, errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
 
