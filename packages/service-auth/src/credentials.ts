@@ -1,13 +1,16 @@
 import type { Context } from "hono";
-import { unauthenticated } from "@core/kit";
+import { clientIpOf, unauthenticated } from "@core/kit";
 import type { Caller, Principal } from "./principal.js";
 
 /** How a service turns each kind of credential into a caller (DESIGN §4). */
 export interface CredentialResolvers {
   /** an IAM session token; null when unknown, expired or revoked */
   session(token: string): Promise<Principal | null>;
-  /** a raw API key; null when unknown, expired or disabled */
-  apiKey(key: string): Promise<Principal | null>;
+  /**
+   * a raw API key; null when unknown, expired or disabled. `client` is who presented it, so IAM
+   * can limit wrong keys per address rather than per calling service.
+   */
+  apiKey(key: string, client?: { ip: string }): Promise<Principal | null>;
   /** a service token (JWT); null when its signature, issuer, audience or lifetime is wrong */
   serviceToken(jwt: string): Promise<{ serviceId: string } | null>;
 }
@@ -41,7 +44,7 @@ export function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Ca
 async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
   const apiKey = c.req.header("x-api-key");
   if (apiKey) {
-    const principal = await resolvers.apiKey(apiKey);
+    const principal = await resolvers.apiKey(apiKey, { ip: clientIpOf(c) });
     if (!principal) throw unauthenticated("Invalid API key");
     return { kind: "principal", principal };
   }

@@ -1,5 +1,5 @@
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from "jose";
-import { ApiError, systemClock, upstreamUnavailable, type Clock } from "@core/kit";
+import { ApiError, rateLimited, systemClock, upstreamUnavailable, type Clock } from "@core/kit";
 import { PrincipalSchema, type Principal } from "./principal.js";
 import type { CredentialResolvers } from "./credentials.js";
 import { TtlCache } from "./ttl-cache.js";
@@ -49,6 +49,8 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
     } catch {
       throw upstreamUnavailable("IAM is unreachable");
     }
+    // IAM limits wrong API keys per calling service and client address: the client is over its limit
+    if (response.status === 429) throw rateLimited(Number(response.headers.get("retry-after")) || 60);
     if (response.status !== 200) throw upstreamUnavailable(`IAM answered ${response.status}`);
     try {
       const answer = (await response.json()) as { valid?: unknown; principal?: unknown };
@@ -70,7 +72,7 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
 
   return {
     session: (token) => cached(sessions, token, () => askIam("/api/validate-session", { token })),
-    apiKey: (key) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key })),
+    apiKey: (key, client) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key, ...(client ? { clientIp: client.ip } : {}) })),
     serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
   };
 }

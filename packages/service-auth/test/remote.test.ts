@@ -185,6 +185,27 @@ describe("session tokens and API keys", () => {
     expect(iam.received.filter((r) => r.route === "POST /api/core/apikey/validate").at(-1)!.body).toEqual({ key });
   });
 
+  it("sends the address of the client that presented the key, so IAM limits wrong keys per address", async () => {
+    const { resolvers } = resolversAt();
+    const key = fresh("key");
+    iam.apiKeys.set(key, principal({ type: "apikey", apiKeyId: "key_2", sessionId: null }));
+    await resolvers.apiKey(key, { ip: "203.0.113.7" });
+    expect(iam.received.filter((r) => r.route === "POST /api/core/apikey/validate").at(-1)!.body).toEqual({ key, clientIp: "203.0.113.7" });
+  });
+
+  it("passes IAM's 429 on as 429 RATE_LIMITED with IAM's Retry-After: that client is over its limit, IAM is not down", async () => {
+    const { resolvers } = resolversAt();
+    await resolvers.session(fresh("warm-up")); // holds a service token now
+    iam.failWith = 429;
+    try {
+      const failure = await failureOf(resolvers.apiKey(fresh("wrong"), { ip: "203.0.113.8" }));
+      expect(failure).toMatchObject({ status: 429, code: "RATE_LIMITED" });
+      expect((failure as { headers?: Record<string, string> }).headers).toEqual({ "retry-after": "17" });
+    } finally {
+      iam.failWith = undefined;
+    }
+  });
+
   it("answers null for a token or key IAM does not know", async () => {
     const { resolvers } = resolversAt();
     expect(await resolvers.session(fresh("nobody"))).toBeNull();

@@ -270,6 +270,21 @@ describe.each(testDatabases())("API key validation limits on $name", ({ open }) 
     expect((await validate(created.key, billing)).body.valid).toBe(true);
   });
 
+  it("counts each client address the service names on its own, and refuses an address over 64 characters", async () => {
+    const ada = await signUp(iam);
+    const created = await createKey(iam, ada);
+    const billing = await serviceToken(iam, "billing", BILLING_SECRET);
+    const validate = (body: Record<string, unknown>) => call(iam, "POST", "/api/core/apikey/validate", { token: billing, body });
+
+    for (let i = 0; i < 3; i++) expect((await validate({ key: `core_guess-${i}`, clientIp: "198.51.100.9" })).body).toEqual({ valid: false });
+    expect((await validate({ key: created.key, clientIp: "198.51.100.9" })).status).toBe(429);
+    expect((await validate({ key: created.key, clientIp: "198.51.100.10" })).body.valid).toBe(true);
+    const tooLong = await validate({ key: created.key, clientIp: "x".repeat(65) });
+    expect(tooLong.status).toBe(400);
+    expect(failingFields(tooLong.body)).toEqual(["clientIp"]);
+    iam.clock.advance(60_000);
+  });
+
   it("does not count successful validations against the caller", async () => {
     const ada = await signUp(iam);
     const created = await createKey(iam, ada);

@@ -133,7 +133,8 @@ export async function startFakeIam(): Promise<FakeIam> {
     state.calls[name] = (state.calls[name] ?? 0) + 1;
     state.received.push({ route: name, authorization: req.headers.authorization, body });
     const send = (status: number, answer: unknown) => {
-      res.writeHead(status, { "content-type": "application/json" });
+      // IAM's rate limits say when to come back
+      res.writeHead(status, { "content-type": "application/json", ...(status === 429 ? { "retry-after": "17" } : {}) });
       res.end(JSON.stringify(answer));
     };
     if (state.failWith) return send(state.failWith, { error: { code: "INTERNAL", message: "IAM is failing", requestId: "fake", details: null } });

@@ -12,7 +12,12 @@ const ServiceTokenAnswer = z
   .object({ token: z.string(), tokenType: z.literal("Bearer"), expiresIn: z.number().int() })
   .openapi("ServiceToken");
 
-const ApiKeyInput = z.object({ key: z.string().min(1).max(512) }).openapi("ApiKeyValidateInput");
+const ApiKeyInput = z
+  .object({
+    key: z.string().min(1).max(512),
+    clientIp: z.string().min(1).max(64).optional().openapi({ description: "the address of the client that presented the key, for rate limiting" }),
+  })
+  .openapi("ApiKeyValidateInput");
 const ApiKeyAnswer = z
   .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
   .openapi("ApiKeyValidateAnswer");
@@ -63,7 +68,7 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
     createRoute({
       method: "post",
       path: "/api/core/apikey/validate",
-      summary: "Validate a raw API key (services, with a service token); failed attempts are rate limited per caller",
+      summary: "Validate a raw API key (services, with a service token); failed attempts are rate limited per calling service and client address",
       security: security.bearer,
       request: { body: jsonBody(ApiKeyInput) },
       responses: { 200: jsonContent(ApiKeyAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401, 429) },
@@ -71,16 +76,19 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
     async (c) => {
       const caller = await requireServiceCaller(c, ctx.credentials);
       const limits = ctx.config.rateLimits;
-      const failures = `apikey-failures:${caller.serviceId}`;
+      const { key, clientIp } = c.req.valid("json");
+      // per client address when the service names one: one client's wrong keys must not lock out
+      // every other client of that service
+      const failures = `apikey-failures:${caller.serviceId}${clientIp ? `:${clientIp}` : ""}`;
       if (limits.enabled) await ctx.rateLimiter.check(failures, limits.apiKeyFailures, limits.windowSeconds);
-      const check = await ctx.apiKeys.check(c.req.valid("json").key);
+      const check = await ctx.apiKeys.check(key);
       if (check.valid) return c.json({ valid: true as const, principal: check.principal }, 200);
       if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
       await ctx.audit.record({
         action: "apikey.validate",
         outcome: "failure",
         ...actorOf(c, caller),
-        metadata: { code: check.code },
+        metadata: { code: check.code, ...(clientIp ? { clientIp } : {}) },
       });
       return c.json({ valid: false as const }, 200);
     },
