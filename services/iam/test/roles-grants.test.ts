@@ -373,6 +373,8 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
       ["userId empty", { userId: "" }, "userId"],
       ["orgId missing", { orgId: undefined }, "orgId"],
       ["permission empty", { permission: "" }, "permission"],
+      ["permission not resource:action", { permission: "everything" }, "permission"],
+      ["permission of 65 characters", { permission: `a:${"b".repeat(63)}` }, "permission"],
       ["granted missing", { granted: undefined }, "granted"],
       ["granted not a boolean", { granted: "yes" }, "granted"],
       ["grantedBy empty", { grantedBy: "" }, "grantedBy"],
@@ -382,6 +384,13 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
       expect(r.status).toBe(400);
       expect(r.body.error.code).toBe("VALIDATION_ERROR");
       expect(failingFields(r.body)).toContain(field);
+    });
+
+    it("accepts a permission of 64 characters, just inside the limit, and a made-up one of the right shape", async () => {
+      const { orgId, owner, member } = await team();
+      const longest = `a:${"b".repeat(62)}`;
+      expect((await grant(owner, grantBody(owner, member, orgId, { permission: longest }))).status).toBe(201);
+      expect(await permissionsOf(member)).toContain(longest);
     });
 
     it("accepts expiresAt just inside the limits: 1 and 99999999999", async () => {

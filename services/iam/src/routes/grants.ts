@@ -5,7 +5,7 @@ import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { grants, member, organization } from "../db/schema.js";
 import { isOperatorOnly } from "../permissions.js";
-import { Id, pathParam } from "./schemas.js";
+import { Id, pathParam, Permission } from "./schemas.js";
 
 const GrantSchema = z
   .object({
@@ -26,7 +26,7 @@ const GrantInput = z
   .object({
     userId: Id,
     orgId: Id,
-    permission: z.string().min(1).max(64),
+    permission: Permission,
     granted: z.boolean(),
     grantedBy: Id,
     expiresAt: z.number().int().gt(0).lt(100_000_000_000).optional(),

@@ -6,13 +6,7 @@ import type { IamContext } from "../app.js";
 import { roleMappings } from "../db/schema.js";
 import { findOrganization } from "../organizations.js";
 import { defaultPermissions, isOperatorOnly, ORG_ROLES } from "../permissions.js";
-import { Id, pathParam } from "./schemas.js";
-
-const Permission = z
-  .string()
-  .min(1)
-  .max(64)
-  .regex(/^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$/, "A permission looks like resource:action");
+import { Id, pathParam, Permission } from "./schemas.js";
 
 const RoleMappingSchema = z
   .object({

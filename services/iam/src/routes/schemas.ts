@@ -11,4 +11,11 @@ export const OrgSlug = z
 /** Identifiers in paths and bodies: min1 per spec, bounded so junk never reaches the database. */
 export const Id = z.string().min(1).max(128);
 
+/** A permission string (ADR 0004): what role mappings hold and grants give or deny. */
+export const Permission = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$/, "A permission looks like resource:action");
+
 export const pathParam = (name: string) => Id.openapi({ param: { name, in: "path" } });
