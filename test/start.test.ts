@@ -112,6 +112,10 @@ describe("npm start", () => {
       expect(await vault.exited).toBe(1);
       expect(vault.output()).toContain(`core: VAULT_DIR must name a folder of markdown documents; ${join(alone, "missing")} is not a folder`);
       expect(vault.output()).not.toMatch(/\n\s+at /);
+      const loud = start({ ...env, CORE_DATA_DIR: alone, LOG_LEVEL: "loud" }, ["--only", "vault"]);
+      expect(await loud.exited).toBe(1);
+      expect(loud.output()).toContain('core: LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent; got "loud"');
+      expect(loud.output()).not.toMatch(/\n\s+at /);
     } finally {
       rmSync(alone, { recursive: true, force: true });
     }

@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger } from "pino";
+import { ConfigError } from "./config.js";
 
 export type { Logger };
 
@@ -28,7 +29,10 @@ const REDACT = SECRET_KEYS.flatMap((key) => {
 });
 
 /** `destination` defaults to stdout; tests pass a stream to read what would be logged. */
-export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "info", destination?: DestinationStream): Logger {
+export function createLogger(service: string, level = process.env.LOG_LEVEL || "info", destination?: DestinationStream): Logger {
+  if (!(level in pino.levels.values) && level !== "silent") {
+    throw new ConfigError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), "silent"].join(", ")}; got "${level}"`);
+  }
   const options = { name: service, level, redact: { paths: REDACT, censor: "[redacted]" }, base: { service } };
   return destination ? pino(options, destination) : pino(options);
 }

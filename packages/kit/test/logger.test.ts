@@ -21,6 +21,12 @@ const SECRETS = {
 };
 
 describe("logger", () => {
+  it("refuses an unknown LOG_LEVEL with a ConfigError naming the levels, and takes the known ones", () => {
+    const out = captured();
+    expect(() => createLogger("iam", "loud", out.stream)).toThrow(expect.objectContaining({ name: "ConfigError", message: expect.stringContaining('LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent; got "loud"') }));
+    for (const level of ["trace", "debug", "info", "warn", "error", "fatal", "silent"]) expect(createLogger("iam", level, out.stream).level).toBe(level);
+  });
+
   it("writes structured JSON lines naming the service", () => {
     const out = captured();
     createLogger("billing", "info", out.stream).info({ orgId: "org_1" }, "hello");

@@ -106,8 +106,9 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
 }
 
 /** Runs services until SIGTERM/SIGINT, explaining configuration problems instead of crashing. */
-export async function runUntilStopped(options: RunOptions, logger = createLogger("core")): Promise<Running | undefined> {
+export async function runUntilStopped(options: RunOptions, givenLogger?: Logger): Promise<Running | undefined> {
   try {
+    const logger = givenLogger ?? createLogger("core");
     const running = await runServices(options, logger);
     onShutdown(logger, [running.stop]);
     return running;
