@@ -121,6 +121,18 @@ describe("npm start", () => {
     }
   });
 
+  it("applies migrations and exits with --migrate-only, writing no service secrets", async () => {
+    const fresh = mkdtempSync(join(tmpdir(), "core-migrate-"));
+    try {
+      const migrate = start({ ...env, CORE_DATA_DIR: fresh }, ["--migrate-only"]);
+      expect(await migrate.exited).toBe(0);
+      expect(migrate.output()).toContain("core: migrations applied for iam, stack-registry, platform-registry, vault");
+      expect(readdirSync(fresh).filter((name) => name.endsWith(".secret"))).toEqual([]);
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it("names an unknown --only service instead of starting", async () => {
     const child = spawn(process.execPath, ["scripts/start.mjs", "--only", "nope"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";

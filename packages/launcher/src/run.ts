@@ -63,7 +63,6 @@ function withoutDatabase(): OpenDatabase {
 export async function runServices(options: RunOptions, logger: Logger): Promise<Running> {
   const env = options.env ?? process.env;
   const common = loadCommonConfig(env);
-  const credentials = serviceCredentials(common, env, options.builtInCredentials);
   // a service without tables (the vault) run alone needs no database, nor the data directory's lock
   const needsDatabase = options.services.some(([, module]) => module.migrationsFolder !== undefined);
   const database: OpenDatabase = needsDatabase
@@ -83,6 +82,8 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
       if (applied > 0) logger.info({ service: name, applied }, "migrations applied");
     }
     if (options.migrateOnly) return { urls: {}, stop };
+    // only now: applying migrations needs no credentials, and writes none into the data directory
+    const credentials = serviceCredentials(common, env, options.builtInCredentials);
     const urls: Record<string, string> = {};
     for (const [name, module] of options.services) {
       const service = await module.buildService({
