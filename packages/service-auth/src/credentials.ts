@@ -1,16 +1,22 @@
 import type { Context } from "hono";
-import { clientIpOf, unauthenticated } from "@core/kit";
+import { clientIpOf, requestIdOf, unauthenticated } from "@core/kit";
 import type { Caller, Principal } from "./principal.js";
+
+/**
+ * The request a credential came with: the client's address (IAM limits wrong API keys per address)
+ * and the request id (IAM logs its side of the check under the same id).
+ */
+export interface PresentedBy {
+  ip: string;
+  requestId?: string;
+}
 
 /** How a service turns each kind of credential into a caller (DESIGN §4). */
 export interface CredentialResolvers {
   /** an IAM session token; null when unknown, expired or revoked */
-  session(token: string): Promise<Principal | null>;
-  /**
-   * a raw API key; null when unknown, expired or disabled. `client` is who presented it, so IAM
-   * can limit wrong keys per address rather than per calling service.
-   */
-  apiKey(key: string, client?: { ip: string }): Promise<Principal | null>;
+  session(token: string, presentedBy?: PresentedBy): Promise<Principal | null>;
+  /** a raw API key; null when unknown, expired or disabled */
+  apiKey(key: string, presentedBy?: PresentedBy): Promise<Principal | null>;
   /** a service token (JWT); null when its signature, issuer, audience or lifetime is wrong */
   serviceToken(jwt: string): Promise<{ serviceId: string } | null>;
 }
@@ -41,10 +47,12 @@ export function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Ca
   return pending;
 }
 
+const presentedBy = (c: Context): PresentedBy => ({ ip: clientIpOf(c), requestId: requestIdOf(c) });
+
 async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
   const apiKey = c.req.header("x-api-key");
   if (apiKey) {
-    const principal = await resolvers.apiKey(apiKey, { ip: clientIpOf(c) });
+    const principal = await resolvers.apiKey(apiKey, presentedBy(c));
     if (!principal) throw unauthenticated("Invalid API key");
     return { kind: "principal", principal };
   }
@@ -55,7 +63,7 @@ async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promis
     if (!service) throw unauthenticated("Invalid service token");
     return { kind: "service", serviceId: service.serviceId };
   }
-  const principal = await resolvers.session(token);
+  const principal = await resolvers.session(token, presentedBy(c));
   if (!principal) throw unauthenticated("Invalid or expired session");
   return { kind: "principal", principal };
 }

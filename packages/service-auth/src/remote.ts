@@ -37,12 +37,17 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   const sessions = new TtlCache<Principal | null>(10_000, now);
   const apiKeys = new TtlCache<Principal | null>(10_000, now);
 
-  async function askIam(path: string, body: object): Promise<Principal | null> {
+  async function askIam(path: string, body: object, requestId?: string): Promise<Principal | null> {
     let response: Response;
     try {
       response = await doFetch(`${iamUrl}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${await options.tokens.tokenFor("iam")}` },
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${await options.tokens.tokenFor("iam")}`,
+          // IAM logs the check under the request it serves
+          ...(requestId ? { "x-request-id": requestId } : {}),
+        },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(5_000),
       });
@@ -71,8 +76,8 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   }
 
   return {
-    session: (token) => cached(sessions, token, () => askIam("/api/validate-session", { token })),
-    apiKey: (key, client) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key, ...(client ? { clientIp: client.ip } : {}) })),
+    session: (token, by) => cached(sessions, token, () => askIam("/api/validate-session", { token }, by?.requestId)),
+    apiKey: (key, by) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by?.requestId)),
     serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
   };
 }

@@ -193,6 +193,18 @@ describe("session tokens and API keys", () => {
     expect(iam.received.filter((r) => r.route === "POST /api/core/apikey/validate").at(-1)!.body).toEqual({ key, clientIp: "203.0.113.7" });
   });
 
+  it("sends the request id along, so IAM logs its side of the check under the same id", async () => {
+    const { resolvers } = resolversAt();
+    const token = fresh("session");
+    iam.sessions.set(token, principal());
+    await resolvers.session(token, { ip: "203.0.113.9", requestId: "req-from-client" });
+    expect(iam.received.filter((r) => r.route === "POST /api/validate-session").at(-1)).toMatchObject({ requestId: "req-from-client", body: { token } });
+    const key = fresh("key");
+    iam.apiKeys.set(key, principal({ type: "apikey" }));
+    await resolvers.apiKey(key, { ip: "203.0.113.9", requestId: "req-with-key" });
+    expect(iam.received.filter((r) => r.route === "POST /api/core/apikey/validate").at(-1)!.requestId).toBe("req-with-key");
+  });
+
   it("passes IAM's 429 on as 429 RATE_LIMITED with IAM's Retry-After: that client is over its limit, IAM is not down", async () => {
     const { resolvers } = resolversAt();
     await resolvers.session(fresh("warm-up")); // holds a service token now

@@ -21,7 +21,7 @@ export interface FakeIam {
   /** requests per route, e.g. `calls["POST /api/validate-session"]` */
   calls: Record<string, number>;
   /** the request bodies and Authorization headers IAM received, in order */
-  received: { route: string; authorization: string | undefined; body: unknown }[];
+  received: { route: string; authorization: string | undefined; requestId: string | undefined; body: unknown }[];
   /** lifetime of the service tokens it issues, in seconds (default 300) */
   tokenLifetime: number;
   /** when set, every route answers with this status and an error body */
@@ -131,7 +131,8 @@ export async function startFakeIam(): Promise<FakeIam> {
     const path = new URL(req.url ?? "/", state.url).pathname;
     const name = `${req.method} ${path}`;
     state.calls[name] = (state.calls[name] ?? 0) + 1;
-    state.received.push({ route: name, authorization: req.headers.authorization, body });
+    const requestId = req.headers["x-request-id"];
+    state.received.push({ route: name, authorization: req.headers.authorization, requestId: typeof requestId === "string" ? requestId : undefined, body });
     const send = (status: number, answer: unknown) => {
       // IAM's rate limits say when to come back
       res.writeHead(status, { "content-type": "application/json", ...(status === 429 ? { "retry-after": "17" } : {}) });
