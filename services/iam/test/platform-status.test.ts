@@ -96,12 +96,15 @@ describe.each(testDatabases())("platform status on $name", ({ open }) => {
     expect((await principalOf(iam, owner)).platformStatus).toBe("suspended");
   });
 
-  it("brings principals in line with a platform suspended at the registry directly", async () => {
+  it("is the only way to a status: the registry sends an operator here, so principals and the registry never disagree", async () => {
     const { owner, platformId } = await tenant();
-    expect((await registry("PATCH", platformId, op.token, { status: "suspended" })).status).toBe(200);
-    expect((await principalOf(iam, owner)).platformStatus).toBe("active");
+    const direct = await registry("PATCH", platformId, op.token, { status: "suspended" });
+    expect(direct.status).toBe(403);
+    expect(direct.body.error.message).toContain("POST /internal/platform-status");
+    expect((await registry("GET", platformId, owner.token)).body.status).toBe("active");
     expect((await setStatus({ token: op.token }, { platformId, status: "suspended" })).status).toBe(200);
     expect((await principalOf(iam, owner)).platformStatus).toBe("suspended");
+    expect((await registry("GET", platformId, owner.token)).body.status).toBe("suspended");
   });
 
   it("refuses the tenant's owner, a tenant member and a plain operator member with 403, leaving the platform active", async () => {

@@ -9,7 +9,8 @@ interface Target {
 }
 interface Route {
   name: string;
-  kind: "read" | "write" | "admin";
+  /** status: a platform's status, changed only by services (IAM relays POST /internal/platform-status) */
+  kind: "read" | "write" | "admin" | "status";
   ok: number;
   request(t: Target): { method: string; path: string; body?: unknown };
 }
@@ -30,7 +31,7 @@ const ROUTES: Route[] = [
   },
   {
     name: "PATCH /platforms/:platformId (status)",
-    kind: "admin",
+    kind: "status",
     ok: 200,
     request: (t) => ({ method: "PATCH", path: `/platforms/${t.platformId}`, body: { status: "suspended" } }),
   },
@@ -83,57 +84,57 @@ interface Caller {
 }
 
 const CALLERS: Caller[] = [
-  { name: "no credential", headers: () => ({}), expect: { read: 401, write: 401, admin: 401 } },
-  { name: "an unknown session token", headers: () => ({ authorization: "Bearer not-a-session" }), expect: { read: 401, write: 401, admin: 401 } },
-  { name: "an unknown API key", headers: () => ({ "x-api-key": "not-a-key" }), expect: { read: 401, write: 401, admin: 401 } },
+  { name: "no credential", headers: () => ({}), expect: { read: 401, write: 401, admin: 401, status: 401 } },
+  { name: "an unknown session token", headers: () => ({ authorization: "Bearer not-a-session" }), expect: { read: 401, write: 401, admin: 401, status: 401 } },
+  { name: "an unknown API key", headers: () => ({ "x-api-key": "not-a-key" }), expect: { read: 401, write: 401, admin: 401, status: 401 } },
   {
     name: "a service token for another service",
     headers: async (r) => ({ authorization: `Bearer ${await r.iam.mintServiceToken({ aud: "billing" })}` }),
-    expect: { read: 401, write: 401, admin: 401 },
+    expect: { read: 401, write: 401, admin: 401, status: 401 },
   },
   {
     name: "an expired service token",
     headers: async (r) => ({
       authorization: `Bearer ${await r.iam.mintServiceToken({ iat: Math.floor(Date.now() / 1000) - 400, exp: Math.floor(Date.now() / 1000) - 100 })}`,
     }),
-    expect: { read: 401, write: 401, admin: 401 },
+    expect: { read: 401, write: 401, admin: 401, status: 401 },
   },
   {
     name: "a member of another platform",
     headers: (r) => r.as.member("plt_other", ["platform:read", "platform:write"]),
-    expect: { read: 403, write: 403, admin: 403 },
+    expect: { read: 403, write: 403, admin: 403, status: 403 },
   },
   {
     name: "a member with platform:read only",
     headers: (r, t) => r.as.member(t.platformId, ["platform:read", "billing:read"]),
-    expect: { read: "ok", write: 403, admin: 403 },
+    expect: { read: "ok", write: 403, admin: 403, status: 403 },
   },
   {
     name: "a member with platform:read and platform:write",
     headers: (r, t) => r.as.member(t.platformId, ["platform:read", "platform:write"]),
-    expect: { read: "ok", write: "ok", admin: 403 },
+    expect: { read: "ok", write: "ok", admin: 403, status: 403 },
   },
   {
     name: "a tenant member holding platforms:manage by a stray grant",
     headers: (r, t) => r.as.member(t.platformId, ["platform:read", "platforms:manage"]),
-    expect: { read: "ok", write: 403, admin: 403 },
+    expect: { read: "ok", write: 403, admin: 403, status: 403 },
   },
   {
     name: "an API key of a member with platform:read and platform:write",
     headers: (r, t) => r.as.apiKey(t.platformId, ["platform:read", "platform:write"]),
-    expect: { read: "ok", write: "ok", admin: 403 },
+    expect: { read: "ok", write: "ok", admin: 403, status: 403 },
   },
   {
     name: "an operator with platform:read only",
     headers: (r) => r.as.operator(["platform:read", "audit:read"]),
-    expect: { read: "ok", write: 403, admin: 403 },
+    expect: { read: "ok", write: 403, admin: 403, status: 403 },
   },
   {
     name: "an operator with platforms:manage and platform:read",
     headers: (r) => r.as.operator(["platforms:manage", "platform:read"]),
-    expect: { read: "ok", write: "ok", admin: "ok" },
+    expect: { read: "ok", write: "ok", admin: "ok", status: 403 },
   },
-  { name: "a service token", headers: (r) => r.as.service(), expect: { read: "ok", write: "ok", admin: "ok" } },
+  { name: "a service token", headers: (r) => r.as.service(), expect: { read: "ok", write: "ok", admin: "ok", status: "ok" } },
 ];
 
 const CASES = CALLERS.flatMap((caller) =>

@@ -306,11 +306,14 @@ describe.each(testDatabases())("platforms on $name", (database) => {
       expect(rename.body.name).toBe("Back");
     });
 
-    it("lets an operator with platforms:manage suspend and lift a suspension", async () => {
+    it("sends an operator to IAM to change a status, so IAM and the registry never disagree (spec §3)", async () => {
       const platform = await r.createPlatform();
       const operator = r.as.operator();
-      expect((await r.call("PATCH", `/platforms/${platform.id}`, { headers: operator, body: { status: "suspended" } })).status).toBe(200);
-      expect((await r.call("PATCH", `/platforms/${platform.id}`, { headers: operator, body: { status: "active" } })).status).toBe(200);
+      const refused = await r.call("PATCH", `/platforms/${platform.id}`, { headers: operator, body: { status: "suspended" } });
+      expect(refused.status).toBe(403);
+      expect(refused.body.error).toMatchObject({ code: "FORBIDDEN", message: expect.stringContaining("POST /internal/platform-status") });
+      expect((await r.call("GET", `/platforms/${platform.id}`, { headers: operator })).body.status).toBe("active");
+      expect((await r.call("PATCH", `/platforms/${platform.id}`, { headers: operator, body: { tier: "scale" } })).status).toBe(200);
     });
   });
 });

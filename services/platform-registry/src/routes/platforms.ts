@@ -89,7 +89,9 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
     createRoute({
       method: "patch",
       path: "/platforms/{platformId}",
-      summary: "Change a platform. Members with platform:write change name and links; tier and status are for operators and services",
+      summary:
+        "Change a platform. Members with platform:write change name and links; tier is for operators and services; status only for services " +
+        "(IAM relays POST /internal/platform-status, spec §3)",
       security: security.anyCredential,
       request: { params: PlatformParams, body: jsonBody(UpdatePlatformInput) },
       responses: { 200: jsonContent(PlatformSchema, "The updated platform"), ...errorResponses(400, 401, 403, 404) },
@@ -98,8 +100,12 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
       const { platformId } = c.req.valid("param");
       const changes = c.req.valid("json");
       const administrative = changes.status !== undefined || changes.tier !== undefined;
-      if (administrative) await authorizePlatformAdmin(c, credentials);
-      else await authorizePlatform(c, credentials, platformId, "platform:write");
+      const caller = administrative ? await authorizePlatformAdmin(c, credentials) : await authorizePlatform(c, credentials, platformId, "platform:write");
+      // spec §3: suspension moves through IAM, which tells this registry and keeps its own copy for
+      // every principal it resolves; a status set here alone would leave the two disagreeing
+      if (changes.status !== undefined && caller.kind !== "service") {
+        throw forbidden("A platform's status changes through IAM: POST /internal/platform-status, so every service sees the same status");
+      }
       const current = await findPlatform(db, platformId);
       // a suspended platform keeps reads and loses writes; lifting the suspension is the way back,
       // and suspending it again changes nothing
