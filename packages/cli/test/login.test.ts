@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, signUp } from "../../../services/iam/test/support/harness.js";
+import { createApiKey, freePort, signUp } from "../../../services/iam/test/support/harness.js";
 import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
 import { approve, deny, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
 
@@ -253,8 +253,7 @@ describe("core login", () => {
 
     it("logs a CI job in with an API key: IAM names the key's owner, the key expires 30 days ahead in the file, and whoami works with it", async () => {
       const ada = await userWithPlatform(live.iam);
-      const created = await call(live.iam, "POST", "/api/auth/api-key/create", { token: ada.token, headers: { origin: live.iam.origin }, body: { name: "ci" } });
-      const key = created.body.key as string;
+      const { key } = await createApiKey(live.iam, ada);
       expect(key.startsWith("core_")).toBe(true);
       const home = freshHome();
       const before = Date.now();

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, freePort, operator, signUp } from "../../../services/iam/test/support/harness.js";
+import { call, createApiKey, freePort, operator, signUp } from "../../../services/iam/test/support/harness.js";
 import { refresh } from "../../../services/iam/test/support/device.js";
 import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
 import { approve, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
@@ -104,8 +104,8 @@ describe("core whoami, status, token, logout", () => {
 
     it("an operator's API key in CORE_TOKEN: the role in an organization without a platform, and a key that never expires", async () => {
       const op = await operator(live.iam);
-      const created = await call(live.iam, "POST", "/api/auth/api-key/create", { token: op.token, headers: { origin: live.iam.origin }, body: { name: "ci" } });
-      const done = await runIn(freshHome(), ["whoami"], { CORE_TOKEN: created.body.key, CORE_IAM_URL: live.iamUrl });
+      const { key } = await createApiKey(live.iam, op);
+      const done = await runIn(freshHome(), ["whoami"], { CORE_TOKEN: key, CORE_IAM_URL: live.iamUrl });
       expect(done.code).toBe(0);
       expect(done.stdout).toBe(
         [

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, iamWithOperator, signUp, type Iam, type Operator } from "./support/harness.js";
+import { call, createApiKey, createIam, iamWithOperator, signUp, type Iam, type Operator } from "./support/harness.js";
 import { pollToken, startDeviceLogin } from "./support/device.js";
 
 /** POST /api/v1/cli/whoami (spec §2.2, §2.3, §4.3). */
@@ -49,12 +49,6 @@ describe.each(testDatabases())("cli whoami on $name", ({ open }) => {
   });
 });
 
-/** Creates an API key through better-auth's own route, with the owner's session. */
-async function createKey(iam: Iam, owner: { token: string }, body: Record<string, unknown> = { name: "ci" }) {
-  const r = await call(iam, "POST", "/api/auth/api-key/create", { token: owner.token, headers: { origin: iam.origin }, body });
-  if (r.status !== 200) throw new Error(`api key refused: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body as { id: string; key: string };
-}
 const whoamiWithKey = (iam: Iam, key: string) => call(iam, "POST", "/api/v1/cli/whoami", { headers: { "x-api-key": key } });
 
 /** A CI job logs the CLI in with an API key, sent as `x-api-key` (DESIGN §4). */
@@ -66,20 +60,20 @@ describe.each(testDatabases())("cli whoami with an API key on $name", ({ open })
   afterAll(() => database?.close());
 
   it("names the key's owner, platform and role; expiresAt is empty for a key that does not expire", async () => {
-    const key = await createKey(iam, op);
+    const key = await createApiKey(iam, op);
     const r = await whoamiWithKey(iam, key.key);
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ email: op.email, platformId: "", role: "owner", expiresAt: "" });
   });
 
   it("gives the expiry of a key that expires", async () => {
-    const key = await createKey(iam, op, { name: "expiring", expiresIn: 86_400 });
+    const key = await createApiKey(iam, op, { name: "expiring", expiresIn: 86_400 });
     const r = await whoamiWithKey(iam, key.key);
     expect(Date.parse(r.body.expiresAt) - iam.clock.now().getTime()).toBeGreaterThan(86_000_000);
   });
 
   it("answers 401 without details for an unknown, a deleted and an overlong key, and audits each", async () => {
-    const key = await createKey(iam, op);
+    const key = await createApiKey(iam, op);
     const deleted = await call(iam, "POST", "/api/auth/api-key/delete", { token: op.token, headers: { origin: iam.origin }, body: { keyId: key.id } });
     expect(deleted.status).toBe(200);
     for (const wrong of ["core_nope", key.key, `core_${"x".repeat(600)}`]) {
@@ -110,7 +104,7 @@ describe.each(testDatabases())("cli whoami API key limits on $name", ({ open }) 
 
   it("answers 429 with Retry-After after too many wrong keys from one address, even to a good key, until the window ends", async () => {
     const ada = await signUp(iam);
-    const good = await createKey(iam, ada);
+    const good = await createApiKey(iam, ada);
     for (let i = 0; i < 3; i++) expect((await whoamiWithKey(iam, `core_wrong-${i}`)).status).toBe(401);
     const limited = await whoamiWithKey(iam, good.key);
     expect(limited.status).toBe(429);
@@ -123,7 +117,7 @@ describe.each(testDatabases())("cli whoami API key limits on $name", ({ open }) 
   it("does not count good keys", async () => {
     iam.clock.advance(60_000);
     const ada = await signUp(iam);
-    const good = await createKey(iam, ada);
+    const good = await createApiKey(iam, ada);
     for (let i = 0; i < 5; i++) expect((await whoamiWithKey(iam, good.key)).status).toBe(200);
   });
 });

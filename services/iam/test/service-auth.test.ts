@@ -3,16 +3,9 @@ import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JS
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
 import { apikey } from "../src/db/schema.js";
-import { call, createIam, failingFields, REGISTRY_SECRET, serviceToken, signUp, tenantOrg, type Iam, type SignedUp, iamWithOperator, type Operator } from "./support/harness.js";
+import { call, createApiKey, createIam, failingFields, REGISTRY_SECRET, serviceToken, signUp, tenantOrg, type Iam, type SignedUp, iamWithOperator, type Operator } from "./support/harness.js";
 
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`;
-
-/** Creates an API key through better-auth's own route, with the owner's session. */
-async function createKey(iam: Iam, owner: SignedUp, body: Record<string, unknown> = { name: "ci" }) {
-  const r = await call(iam, "POST", "/api/auth/api-key/create", { token: owner.token, headers: { origin: iam.origin }, body });
-  if (r.status !== 200) throw new Error(`api key refused: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body as { id: string; key: string; start: string };
-}
 
 describe.each(testDatabases())("service tokens and API keys on $name", ({ open }) => {
   let database: DatabaseHandle;
@@ -101,7 +94,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
   describe("API keys through better-auth's /api/auth/api-key/create", () => {
     it("shows the raw key once and stores only its hash", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       expect(created.key).toMatch(/^core_/);
       const [row] = await database.db.select().from(apikey).where(eq(apikey.id, created.id));
       expect(row).toBeDefined();
@@ -126,7 +119,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("answers { valid: true, principal } for a key of a user outside any organization", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       const r = await validate(created.key);
       expect(r.status).toBe(200);
       expect(Object.keys(r.body).sort()).toEqual(["principal", "valid"]);
@@ -148,7 +141,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("lets the key act as its owner in the owner's organization, with the owner's permissions", async () => {
       const { orgId, owner } = await tenantOrg(iam, op);
-      const created = await createKey(iam, owner);
+      const created = await createApiKey(iam, owner);
       const r = await validate(created.key);
       expect(r.body.principal).toMatchObject({ type: "apikey", userId: owner.userId, orgId, orgType: "tenant", role: "owner", sessionId: null });
       expect(r.body.principal.permissions).toContain("org:manage");
@@ -156,7 +149,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("answers the key's expiry as ISO 8601 when it has one", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada, { name: "expiring", expiresIn: 86_400 });
+      const created = await createApiKey(iam, ada, { name: "expiring", expiresIn: 86_400 });
       const r = await validate(created.key);
       expect(r.body.principal.expiresAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
       expect(Date.parse(r.body.principal.expiresAt)).toBeGreaterThan(Date.now() + 86_000_000);
@@ -164,7 +157,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("keeps a key valid beyond ten validations (the library's daily cap is off)", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       for (let i = 0; i < 12; i++) {
         // past IAM's short cache, so every validation reaches the library's check
         iam.app.ctx.apiKeys.forget();
@@ -176,7 +169,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
     it("answers { valid: false } for an unknown key and for a deleted one", async () => {
       expect((await validate("core_no-such-key")).body).toEqual({ valid: false });
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       expect((await validate(created.key)).body.valid).toBe(true);
       const deleted = await call(iam, "POST", "/api/auth/api-key/delete", { token: ada.token, headers: { origin: iam.origin }, body: { keyId: created.id } });
       expect(deleted.status).toBe(200);
@@ -185,7 +178,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("lets a person use the key as x-api-key on IAM's own routes", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       const r = await call(iam, "GET", "/api/core/organizations/no-such-org", { headers: { "x-api-key": created.key } });
       expect(r.status).toBe(404);
       const wrong = await call(iam, "GET", "/api/core/organizations/no-such-org", { headers: { "x-api-key": `${created.key}x` } });
@@ -194,7 +187,7 @@ describe.each(testDatabases())("service tokens and API keys on $name", ({ open }
 
     it("refuses callers that are not services with 401: nobody, a session, an API key", async () => {
       const ada = await signUp(iam);
-      const created = await createKey(iam, ada);
+      const created = await createApiKey(iam, ada);
       expect((await call(iam, "POST", "/api/core/apikey/validate", { body: { key: created.key } })).status).toBe(401);
       expect((await validate(created.key, ada.token)).status).toBe(401);
       const asKey = await call(iam, "POST", "/api/core/apikey/validate", { headers: { "x-api-key": created.key }, body: { key: created.key } });
@@ -247,7 +240,7 @@ describe.each(testDatabases())("API key validation limits on $name", ({ open }) 
 
   it("answers 429 with Retry-After once a calling service has had too many failed validations, and only to that service", async () => {
     const ada = await signUp(iam);
-    const created = await createKey(iam, ada);
+    const created = await createApiKey(iam, ada);
     const billing = await serviceToken(iam, "billing", BILLING_SECRET);
     const registry = await serviceToken(iam);
     const validate = (key: string, as: string) => call(iam, "POST", "/api/core/apikey/validate", { token: as, body: { key } });
@@ -272,7 +265,7 @@ describe.each(testDatabases())("API key validation limits on $name", ({ open }) 
 
   it("counts each client address the service names on its own, and refuses an address over 64 characters", async () => {
     const ada = await signUp(iam);
-    const created = await createKey(iam, ada);
+    const created = await createApiKey(iam, ada);
     const billing = await serviceToken(iam, "billing", BILLING_SECRET);
     const validate = (body: Record<string, unknown>) => call(iam, "POST", "/api/core/apikey/validate", { token: billing, body });
 
@@ -287,7 +280,7 @@ describe.each(testDatabases())("API key validation limits on $name", ({ open }) 
 
   it("does not count successful validations against the caller", async () => {
     const ada = await signUp(iam);
-    const created = await createKey(iam, ada);
+    const created = await createApiKey(iam, ada);
     const registry = await serviceToken(iam);
     for (let i = 0; i < 5; i++) {
       iam.app.ctx.apiKeys.forget();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, signUp, startIamAndRegistry, uniqueSlug } from "../../iam/test/support/harness.js";
+import { call, createApiKey, signUp, startIamAndRegistry, uniqueSlug } from "../../iam/test/support/harness.js";
 
 /**
  * Wrong API keys sent to a registry are limited per client address, end to end through a real
@@ -30,8 +30,7 @@ describe.each(testDatabases())("API key limits through the registry on $name", (
     const slug = uniqueSlug("keys");
     const setup = await call(running.iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: `Keys ${slug}`, slug } });
     expect(setup.status).toBe(201);
-    const created = await call(running.iam, "POST", "/api/auth/api-key/create", { token: ada.token, headers: { origin: running.iam.origin }, body: { name: "ci" } });
-    return { key: created.body.key as string, platformId: setup.body.platformId as string };
+    return { key: (await createApiKey(running.iam, ada)).key, platformId: setup.body.platformId as string };
   }
   const getPlatform = (platformId: string, key: string, from: string) =>
     fetch(`${running.registryUrl}/platforms/${platformId}`, { headers: { "x-api-key": key, "x-forwarded-for": from } });

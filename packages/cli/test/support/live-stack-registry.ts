@@ -5,7 +5,7 @@ import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
 import { applyMigrations, testDatabases, type DatabaseHandle } from "@core/storage";
 import { createApp as createStackRegistryApp } from "../../../../services/stack-registry/src/app.js";
 import { migrationsFolder as stackRegistryMigrations, SERVICE_ID } from "../../../../services/stack-registry/src/index.js";
-import { call, createIam, freePort, operator, REGISTRY_SECRET, signUp } from "../../../../services/iam/test/support/harness.js";
+import { createApiKey, createIam, freePort, operator, REGISTRY_SECRET, signUp } from "../../../../services/iam/test/support/harness.js";
 
 const STACK_REGISTRY_SECRET = "stack-registry-secret-for-cli-tests-0123456789";
 
@@ -36,8 +36,7 @@ export async function startLiveStackRegistry() {
   const publisher = await operator(iam);
   const reader = await signUp(iam);
   // what a CI job would hold: an API key of the operator (better-auth's route, the owner's session)
-  const publisherKey = await call(iam, "POST", "/api/auth/api-key/create", { token: publisher.token, headers: { origin: iam.origin }, body: { name: "ci" } });
-  if (publisherKey.status !== 200) throw new Error(`api key refused: ${publisherKey.status}`);
+  const publisherKey = await createApiKey(iam, publisher);
   const proxy = await recordingProxy(url);
 
   return {
@@ -49,7 +48,7 @@ export async function startLiveStackRegistry() {
     publisherToken: publisher.token,
     readerToken: reader.token,
     /** an API key of the operator, sent as x-api-key */
-    publisherApiKey: publisherKey.body.key as string,
+    publisherApiKey: publisherKey.key,
     /** POST /api/v1/stacks as the operator: the CLI publishes versions, templates are made through the API */
     async createTemplate(name: string, fields: Partial<{ displayName: string; description: string; domain: string; icon: string }> = {}) {
       const body = { name, displayName: fields.displayName ?? `The ${name} stack`, description: fields.description ?? "What it is for", ...fields };

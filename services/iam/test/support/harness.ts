@@ -202,6 +202,13 @@ export async function startIamAndRegistry(database: DatabaseHandle, config: Conf
   };
 }
 
+/** Creates an API key through better-auth's own route, with the owner's session; the raw key is shown only here. */
+export async function createApiKey(iam: Iam, owner: { token: string }, body: Record<string, unknown> = { name: "ci" }) {
+  const r = await call(iam, "POST", "/api/auth/api-key/create", { token: owner.token, headers: { origin: iam.origin }, body });
+  if (r.status !== 200) throw new Error(`api key refused: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body as { id: string; key: string; start: string };
+}
+
 /** The session token and `Cookie` value of a `set-cookie` answer from better-auth. */
 export function sessionCookieOf(response: { headers: Headers }): string {
   return (response.headers.get("set-cookie") ?? "").split(";")[0]!;
