@@ -115,7 +115,7 @@ export async function runUntilStopped(options: RunOptions, givenLogger?: Logger)
     return running;
   } catch (err) {
     // each service bundle carries its own copy of the kit, so its ConfigError is known by name
-    if (err instanceof ConfigError || (err instanceof Error && err.name === ConfigError.name) || err instanceof DataDirLockedError) {
+    if ((err instanceof Error && err.name === ConfigError.name) || err instanceof DataDirLockedError) {
       console.error(`core: ${err.message}`);
       process.exit(1);
     }
