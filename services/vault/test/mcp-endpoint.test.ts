@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { describe, expect, it } from "vitest";
 import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
-import { connectClient, makeTestVault, outputOf, rawRpc, startVaultServer, type TestVault, type VaultServer } from "./support/vault-server.js";
+import { outputOf, rawRpc, servedVault } from "./support/vault-server.js";
 
 const TOOL_NAMES = [
   "search_docs",
@@ -17,29 +16,16 @@ const TOOL_NAMES = [
   "get_links",
 ];
 
-let files: TestVault;
-let server: VaultServer;
-let client: Client;
-
-beforeAll(async () => {
-  files = makeTestVault();
-  server = await startVaultServer(files.dir);
-  client = await connectClient(server.mcpUrl);
-});
-afterAll(async () => {
-  await client?.close();
-  await server?.close();
-  files?.remove();
-});
+const served = servedVault();
 
 describe("POST /mcp through the SDK client", () => {
   it("initializes and names the server", () => {
-    expect(client.getServerVersion()?.name).toBe("core-vault");
-    expect(client.getServerCapabilities()?.tools).toBeDefined();
+    expect(served.client.getServerVersion()?.name).toBe("core-vault");
+    expect(served.client.getServerCapabilities()?.tools).toBeDefined();
   });
 
   it("lists the 11 tools of spec §4.7, each read-only, described, with an object input schema", async () => {
-    const { tools } = await client.listTools();
+    const { tools } = await served.client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([...TOOL_NAMES].sort());
     for (const tool of tools) {
       expect(tool.annotations?.readOnlyHint, tool.name).toBe(true);
@@ -56,19 +42,19 @@ describe("POST /mcp through the SDK client", () => {
   });
 
   it("answers tools/call with exactly one text item holding JSON", async () => {
-    const result = await client.callTool({ name: "search_docs", arguments: { query: "tenancy" } });
+    const result = await served.client.callTool({ name: "search_docs", arguments: { query: "tenancy" } });
     expect(result.content).toHaveLength(1);
     expect(outputOf(result)[0]).toMatchObject({ path: "concepts/tenancy", title: "Tenancy" });
   });
 
   it("gives a JSON-RPC invalid-params error for an unknown tool", async () => {
-    await expect(client.callTool({ name: "delete_docs", arguments: {} })).rejects.toMatchObject({ code: ErrorCode.InvalidParams });
+    await expect(served.client.callTool({ name: "delete_docs", arguments: {} })).rejects.toMatchObject({ code: ErrorCode.InvalidParams });
   });
 });
 
 describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json only)", () => {
   it("initializes without an Accept header listing text/event-stream", async () => {
-    const { status, contentType, body } = await rawRpc(server.mcpUrl, "initialize", {
+    const { status, contentType, body } = await rawRpc(served.server.mcpUrl, "initialize", {
       protocolVersion: "2025-06-18",
       capabilities: {},
       clientInfo: { name: "curl", version: "1" },
@@ -79,9 +65,9 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
   });
 
   it("lists tools and calls one in the spec's response shape", async () => {
-    const list = await rawRpc(server.mcpUrl, "tools/list", {}, 2);
+    const list = await rawRpc(served.server.mcpUrl, "tools/list", {}, 2);
     expect(list.body.result.tools).toHaveLength(11);
-    const call = await rawRpc(server.mcpUrl, "tools/call", { name: "search_docs", arguments: { query: "slugs" } }, "three");
+    const call = await rawRpc(served.server.mcpUrl, "tools/call", { name: "search_docs", arguments: { query: "slugs" } }, "three");
     expect(call.status).toBe(200);
     expect(call.body).toEqual({ jsonrpc: "2.0", id: "three", result: { content: [{ type: "text", text: expect.any(String) }] } });
     const items = JSON.parse(call.body.result.content[0].text);
@@ -89,17 +75,17 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
   });
 
   it("answers bad params with JSON-RPC error -32602", async () => {
-    const { body } = await rawRpc(server.mcpUrl, "tools/call", { name: "read_doc", arguments: { path: 42 } });
+    const { body } = await rawRpc(served.server.mcpUrl, "tools/call", { name: "read_doc", arguments: { path: 42 } });
     expect(body).toMatchObject({ jsonrpc: "2.0", id: 1, error: { code: -32602, message: "Invalid arguments for read_doc: path: Invalid input: expected string, received number" } });
   });
 
   it("answers an unknown method with JSON-RPC error -32601", async () => {
-    const { body } = await rawRpc(server.mcpUrl, "tools/destroy", {});
+    const { body } = await rawRpc(served.server.mcpUrl, "tools/destroy", {});
     expect(body).toMatchObject({ error: { code: -32601 } });
   });
 
   it("answers malformed JSON with a JSON-RPC parse error", async () => {
-    const response = await fetch(server.mcpUrl, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" });
+    const response = await fetch(served.server.mcpUrl, { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" });
     expect(response.status).toBe(400);
     expect(await response.json()).toMatchObject({ jsonrpc: "2.0", error: { code: -32700 } });
   });
@@ -107,14 +93,14 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
   it("echoes a sane x-request-id, and gives one to a request that has none", async () => {
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
     const headers = { "Content-Type": "application/json" };
-    const echoed = await fetch(server.mcpUrl, { method: "POST", headers: { ...headers, "x-request-id": "agent-7" }, body });
+    const echoed = await fetch(served.server.mcpUrl, { method: "POST", headers: { ...headers, "x-request-id": "agent-7" }, body });
     expect(echoed.headers.get("x-request-id")).toBe("agent-7");
-    const fresh = await fetch(server.mcpUrl, { method: "POST", headers, body });
+    const fresh = await fetch(served.server.mcpUrl, { method: "POST", headers, body });
     expect(fresh.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it("refuses GET on /mcp with 405: the server is stateless and streams nothing", async () => {
-    const response = await fetch(server.mcpUrl);
+    const response = await fetch(served.server.mcpUrl);
     expect(response.status).toBe(405);
     expect(response.headers.get("allow")).toBe("POST");
   });
@@ -137,24 +123,24 @@ describe("every tool over raw HTTP", () => {
   ];
 
   it.each(cases)("%s answers found, not found and bad arguments in their three shapes", async (name, good, missing, bad) => {
-    const found = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: good });
+    const found = await rawRpc(served.server.mcpUrl, "tools/call", { name, arguments: good });
     expect(found.body.result.isError, name).toBeUndefined();
     expect(found.body.result.content).toEqual([{ type: "text", text: expect.any(String) }]);
     expect(() => JSON.parse(found.body.result.content[0].text)).not.toThrow();
     if (missing) {
-      const absent = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: missing });
+      const absent = await rawRpc(served.server.mcpUrl, "tools/call", { name, arguments: missing });
       expect(absent.body.result).toEqual({ content: [{ type: "text", text: expect.stringMatching(/not found|No heading|No rules/) }], isError: true });
     }
-    const refused = await rawRpc(server.mcpUrl, "tools/call", { name, arguments: bad });
+    const refused = await rawRpc(served.server.mcpUrl, "tools/call", { name, arguments: bad });
     expect(refused.body.error, name).toMatchObject({ code: -32602, message: expect.stringContaining(`Invalid arguments for ${name}`) });
   });
 });
 
 describe("the kit's routes", () => {
   it("serves /health, /metrics and /docs like every service", async () => {
-    const health = await fetch(`${server.url}/health`);
+    const health = await fetch(`${served.server.url}/health`);
     expect(health.status).toBe(200);
-    expect((await fetch(`${server.url}/metrics`)).status).toBe(200);
-    expect((await fetch(`${server.url}/docs`)).status).toBe(200);
+    expect((await fetch(`${served.server.url}/metrics`)).status).toBe(200);
+    expect((await fetch(`${served.server.url}/docs`)).status).toBe(200);
   });
 });

@@ -1,30 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { connectClient, makeTestVault, outputOf, startVaultServer, type TestVault, type VaultServer } from "./support/vault-server.js";
+import { outputOf, servedVault } from "./support/vault-server.js";
 
-let files: TestVault;
-let server: VaultServer;
-let client: Client;
-
-beforeAll(async () => {
-  files = makeTestVault();
-  server = await startVaultServer(files.dir);
-  client = await connectClient(server.mcpUrl);
-});
-afterAll(async () => {
-  await client?.close();
-  await server?.close();
-  files?.remove();
-});
+const served = servedVault();
 
 /** Every way of naming the secret file beside the vault. */
 const escapes = () => [
   "../outside/secret",
   "../outside/secret.md",
   "services/../../outside/secret",
-  `${files.outside}/secret`,
-  `${files.outside}/secret.md`,
+  `${served.files.outside}/secret`,
+  `${served.files.outside}/secret.md`,
   "/etc/passwd",
   "..%2Foutside%2Fsecret",
   "%2e%2e/outside/secret",
@@ -38,7 +24,7 @@ describe("no path outside the vault can be read", () => {
   for (const tool of ["read_doc", "read_section", "get_links"]) {
     it(`${tool}: every escape is a document-not-found tool error, never the file`, async () => {
       for (const path of escapes()) {
-        const result = (await client.callTool({ name: tool, arguments: { path, heading: "Secret" } }).catch((err) => err)) as CallToolResult | Error;
+        const result = (await served.client.callTool({ name: tool, arguments: { path, heading: "Secret" } }).catch((err) => err)) as CallToolResult | Error;
         const text = JSON.stringify(result instanceof Error ? result.message : result);
         expect(text, path).not.toContain("TOPSECRET");
         if (!(result instanceof Error)) expect(result.isError, path).toBe(true);
@@ -47,13 +33,13 @@ describe("no path outside the vault can be read", () => {
   }
 
   it("never indexes a file reached through a link pointing out", async () => {
-    expect(await outputOf(await client.callTool({ name: "search_docs", arguments: { query: "TOPSECRET" } }))).toEqual([]);
-    expect(server.vault.get("guides/leak")).toBeUndefined();
-    expect(server.vault.all().some((doc) => doc.path.startsWith("concepts/escape"))).toBe(false);
+    expect(await outputOf(await served.client.callTool({ name: "search_docs", arguments: { query: "TOPSECRET" } }))).toEqual([]);
+    expect(served.server.vault.get("guides/leak")).toBeUndefined();
+    expect(served.server.vault.all().some((doc) => doc.path.startsWith("concepts/escape"))).toBe(false);
   });
 
   it("follows a link that stays inside the vault", async () => {
-    const doc = outputOf(await client.callTool({ name: "read_doc", arguments: { path: "guides/alias" } }));
+    const doc = outputOf(await served.client.callTool({ name: "read_doc", arguments: { path: "guides/alias" } }));
     expect(doc.content).toContain("Run npm start");
   });
 });

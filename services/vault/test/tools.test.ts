@@ -1,26 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { describe, expect, it } from "vitest";
 import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
-import { connectClient, errorTextOf, makeTestVault, outputOf, startVaultServer, type TestVault, type VaultServer } from "./support/vault-server.js";
+import { errorTextOf, outputOf, servedVault } from "./support/vault-server.js";
 
-let files: TestVault;
-let server: VaultServer;
-let client: Client;
-
-beforeAll(async () => {
-  files = makeTestVault();
-  // enough documents to exercise the limit bounds
-  for (let i = 1; i <= 60; i++) files.write(`implementation/note-${i}.md`, `---\ntitle: Note ${i}\n---\n# Note ${i}\nThe widget pipeline, part ${i}.\n`);
-  server = await startVaultServer(files.dir);
-  client = await connectClient(server.mcpUrl);
-});
-afterAll(async () => {
-  await client?.close();
-  await server?.close();
-  files?.remove();
+const served = servedVault({
+  prepare: (files) => {
+    // enough documents to exercise the limit bounds
+    for (let i = 1; i <= 60; i++) files.write(`implementation/note-${i}.md`, `---\ntitle: Note ${i}\n---\n# Note ${i}\nThe widget pipeline, part ${i}.\n`);
+  },
 });
 
-const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
+const call = (name: string, args: Record<string, unknown> = {}) => served.client.callTool({ name, arguments: args });
 const output = async (name: string, args: Record<string, unknown> = {}) => outputOf(await call(name, args));
 const toolError = async (name: string, args: Record<string, unknown>) => errorTextOf(await call(name, args));
 const invalidParams = (name: string, args: Record<string, unknown>) =>

@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll } from "vitest";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -199,4 +200,30 @@ export function errorTextOf(result: unknown): string {
   const { content, isError } = result as CallToolResult;
   if (!isError) throw new Error(`expected a tool error, got ${JSON.stringify(content)}`);
   return (content[0] as { text: string }).text;
+}
+
+export interface ServedVault {
+  files: TestVault;
+  server: VaultServer;
+  client: Client;
+}
+
+/**
+ * A test vault served on a real socket with the SDK's client connected, set up before the tests of
+ * the file (or describe block) that calls it and removed after them. Read its fields inside tests.
+ */
+export function servedVault(options: { symlinks?: boolean; prepare?: (files: TestVault) => void; vault?: VaultOptions } = {}): ServedVault {
+  const served = {} as ServedVault;
+  beforeAll(async () => {
+    served.files = makeTestVault({ symlinks: options.symlinks });
+    options.prepare?.(served.files);
+    served.server = await startVaultServer(served.files.dir, options.vault);
+    served.client = await connectClient(served.server.mcpUrl);
+  });
+  afterAll(async () => {
+    await served.client?.close();
+    await served.server?.close();
+    served.files?.remove();
+  });
+  return served;
 }
