@@ -7,6 +7,7 @@ import { ApiError, envelope, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
+import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
 
 export interface KitVariables {
   requestId: string;
@@ -36,6 +37,7 @@ export interface ServiceAppOptions {
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
+const FORM_MEDIA = /^(application\/x-www-form-urlencoded|multipart\/form-data)$/i;
 
 export function requestIdOf(c: Context): string {
   return (c.get("requestId" as never) as string | undefined) ?? "unknown";
@@ -99,20 +101,23 @@ export function createServiceApp(options: ServiceAppOptions) {
 
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
   const streamingLimit = bodyLimit({ maxSize: maxBodyBytes, onError: (c) => errorResponse(c, tooLarge()) });
-  // one plain (not async) middleware for bodies: every extra async step costs on the hot path
+  // one plain (not async) middleware for every input check: every extra async step costs on the hot path
   app.use((c, next) => {
+    screenPathAndQuery(c);
     const length = c.req.header("content-length");
     if (length === undefined ? !hasBody(c) : Number(length) === 0) return next();
     // a declared length is checked without touching the body; hono's limiter wraps the stream,
     // which costs a full Request per call, so it only guards bodies of unknown length
     if (length !== undefined && Number(length) > maxBodyBytes) throw tooLarge();
-    if (!ownsBody(c.req.path)) {
-      const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
-      if (!JSON_MEDIA.test(type)) {
-        throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
-      }
+    const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
+    const json = JSON_MEDIA.test(type);
+    if (!json && !ownsBody(c.req.path)) {
+      throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
     }
-    return length === undefined ? streamingLimit(c, next) : next();
+    // every body a route or library will read is screened first (DESIGN §3: bad input loses nothing)
+    const screen = json ? screenJsonBody : FORM_MEDIA.test(type) ? screenFormBody : null;
+    const screened = screen ? () => screen(c).then(next) : next;
+    return length === undefined ? streamingLimit(c, screened) : screened();
   });
 
   app.onError((err, c) => {

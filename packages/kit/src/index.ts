@@ -10,3 +10,4 @@ export * from "./pagination.js";
 export * from "./server.js";
 export * from "./config.js";
 export * from "./service.js";
+export * from "./input-screen.js";

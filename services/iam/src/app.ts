@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, systemClock, withoutErrorDetails, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, rawRequestOf, systemClock, withoutErrorDetails, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
@@ -168,7 +168,7 @@ export function createApp(deps: IamDeps) {
   pageRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
-  app.on(["GET", "POST"], "/api/auth/*", (c) => callAuthLibrary(c, ctx, c.req.raw));
+  app.on(["GET", "POST"], "/api/auth/*", async (c) => callAuthLibrary(c, ctx, await rawRequestOf(c)));
 
   return Object.assign(app, { ctx });
 }

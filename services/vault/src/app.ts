@@ -1,4 +1,4 @@
-import { createServiceApp, withRequestId, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, rawRequestOf, withRequestId, type HealthCheck, type Logger } from "@core/kit";
 import { answerMcpRequest } from "./mcp.js";
 import type { Vault } from "./vault.js";
 
@@ -22,7 +22,7 @@ export function createApp(deps: VaultDeps) {
     // the MCP transport answers a wrong media type itself, as a JSON-RPC error
     ownsBody: (path) => path === MCP_PATH,
   });
-  app.post(MCP_PATH, async (c) => withRequestId(c, await answerMcpRequest(deps.vault, c.req.raw)));
+  app.post(MCP_PATH, async (c) => withRequestId(c, await answerMcpRequest(deps.vault, await rawRequestOf(c))));
   // stateless server: no SSE stream to open (GET) and no session to end (DELETE)
   app.on(["GET", "DELETE", "PUT", "PATCH"], MCP_PATH, (c) =>
     c.json({ jsonrpc: "2.0", error: { code: -32000, message: "Method not allowed: use POST" }, id: null }, 405, { Allow: "POST" }),
