@@ -49,6 +49,16 @@ export function jsonContent<T extends z.ZodType>(schema: T, description: string)
 /** Bounded strings as the spec writes them: `min1`, `1-100` … */
 export const text = (min: number, max?: number) => (max === undefined ? z.string().min(min) : z.string().min(min).max(max));
 
+// Number("") is 0: a blank query value must not pass for zero
+const blankIsNaN = (value: unknown) => (typeof value === "string" && value.trim() === "" ? Number.NaN : value);
+
+/**
+ * An integer query parameter within [min, max], coerced from its text; a blank value (`?since=`) is
+ * refused, never read as 0. Described as the integer it is.
+ */
+export const integerQuery = (min: number, max: number) =>
+  z.preprocess(blankIsNaN, z.coerce.number().int().min(min).max(max)).openapi({ type: "integer", minimum: min, maximum: max });
+
 /** Security requirements for route descriptions (typed loosely: a literal array of mixed keys trips route inference). */
 type SecurityRequirement = Record<string, string[]>;
 export const security = {

@@ -3,3 +3,4 @@ export * from "./data-dir-lock.js";
 export * from "./migrate.js";
 export * from "./testing.js";
 export * from "./errors.js";
+export * from "./keyset.js";

@@ -1,6 +1,6 @@
-import { and, desc, eq, gte, lt, lte, or, type SQL } from "drizzle-orm";
-import { decodeCursor, newId, toPage, unixSeconds, type Clock, type Logger } from "@core/kit";
-import type { Db } from "@core/storage";
+import { and, eq, gte, lte, type SQL } from "drizzle-orm";
+import { decodeCursor, loggableError, newId, toPage, unixSeconds, type Clock, type Logger } from "@core/kit";
+import { keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { auditEvents } from "./db/schema.js";
 
 /** Actions written to the audit log (DESIGN §4). */
@@ -50,7 +50,12 @@ export interface AuditInput {
   metadata?: Record<string, unknown> | null;
 }
 
-export type AuditEvent = typeof auditEvents.$inferSelect;
+export type AuditEvent = Omit<typeof auditEvents.$inferSelect, "seq">;
+
+/** Newest first: by second, then by insertion within the second (a stable tie-break). */
+const NEWEST_FIRST: KeysetColumns = { key: auditEvents.at, tie: auditEvents.seq, direction: "desc" };
+/** The insertion sequence orders pages; it is not part of an event. */
+const withoutSeq = ({ seq: _, ...event }: typeof auditEvents.$inferSelect): AuditEvent => event;
 
 /**
  * The audit log. Writing never fails the request that is being audited: a failed write is logged
@@ -81,7 +86,8 @@ export class AuditLog {
         metadata: event.metadata ?? null,
       });
     } catch (err) {
-      this.logger.error({ action: event.action, err: (err as Error).message }, "audit write failed");
+      // the failed statement's parameters are the event itself (emails, addresses): never logged
+      this.logger.error({ action: event.action, err: loggableError(err) }, "audit write failed");
     }
   }
 
@@ -101,23 +107,19 @@ export class AuditLog {
       filter.since !== undefined ? gte(auditEvents.at, filter.since) : undefined,
       filter.until !== undefined ? lte(auditEvents.at, filter.until) : undefined,
     ];
-    // newest first: the next page holds rows strictly before the last one shown
-    const from = decodeCursor(filter.cursor);
-    if (from) {
-      const k = Number(from.k);
-      conditions.push(or(lt(auditEvents.at, k), and(eq(auditEvents.at, k), lt(auditEvents.id, from.id))));
-    }
+    conditions.push(keysetAfter(NEWEST_FIRST, decodeCursor(filter.cursor, { key: "seconds", tie: "sequence" })));
     const rows = await this.db
       .select()
       .from(auditEvents)
       .where(and(...conditions))
-      .orderBy(desc(auditEvents.at), desc(auditEvents.id))
+      .orderBy(...keysetOrder(NEWEST_FIRST))
       .limit(filter.limit + 1);
-    return toPage(rows, filter.limit, (r) => ({ k: r.at, id: r.id }));
+    const page = toPage(rows, filter.limit, (r) => ({ k: r.at, id: r.seq }));
+    return { data: page.data.map(withoutSeq), cursor: page.cursor };
   }
 
   async find(id: string): Promise<AuditEvent | undefined> {
     const [row] = await this.db.select().from(auditEvents).where(eq(auditEvents.id, id));
-    return row;
+    return row && withoutSeq(row);
   }
 }

@@ -102,6 +102,18 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
       expect(r.status).toBe(400);
     });
 
+    const edited = (position: string) => Buffer.from(position).toString("base64url");
+    it.each([
+      ["a key that is not a date", edited('{"k":"yesterday","id":"x"}')],
+      ["a date out of range", edited('{"k":"+275760-09-13T00:00:00.000Z","id":"x"}')],
+      ["a number where a date belongs", edited('{"k":1e300,"id":"x"}')],
+      ["an id holding U+0000", edited('{"k":"2026-01-01T00:00:00.000Z","id":"a\\u0000"}')],
+    ])("answers 400 BAD_REQUEST, never 500, for an edited cursor: %s", async (_, cursor) => {
+      const r = await list(crowded.orgId, crowded.owner, `?cursor=${cursor}`);
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: "BAD_REQUEST", details: { path: "cursor" } });
+    });
+
     it("answers an empty page with cursor \"\" for an organization without invitations", async () => {
       const { orgId, owner } = await tenantOrg(iam, op);
       expect((await list(orgId, owner)).body).toEqual({ data: [], cursor: "" });

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, or, sql } from "drizzle-orm";
 import { ApiError, conflict, decodeCursor, newId, notFound, toPage, type Clock } from "@core/kit";
-import { isUniqueViolation, type Db } from "@core/storage";
+import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { platforms, stacks, type PlatformRow, type StackRow } from "./db/schema.js";
 
 /** The platform registry's rules, free of HTTP (DESIGN §7, spec §2.10). */
@@ -40,16 +40,10 @@ export interface StackChanges {
 export const platformSuspended = () =>
   new ApiError(403, "PLATFORM_SUSPENDED", "This platform is suspended; it can be read but not changed");
 
-const position = (row: { createdAt: Date; id: string }) => ({ k: row.createdAt.toISOString(), id: row.id });
-
-/** rows after a cursor position, in (createdAt, id) order */
-function after(columns: { createdAt: typeof platforms.createdAt | typeof stacks.createdAt; id: typeof platforms.id | typeof stacks.id }, cursor: string | undefined) {
-  const from = decodeCursor(cursor);
-  if (!from) return undefined;
-  const k = new Date(String(from.k));
-  if (Number.isNaN(k.getTime())) throw new ApiError(400, "BAD_REQUEST", "Invalid cursor", { path: "cursor" });
-  return or(gt(columns.createdAt, k), and(eq(columns.createdAt, k), gt(columns.id, from.id)));
-}
+const position = (row: { createdAt: Date; id: string }) => ({ k: row.createdAt, id: row.id });
+const OLDEST_FIRST = { key: "timestamp", tie: "id" } as const;
+const platformOrder: KeysetColumns = { key: platforms.createdAt, tie: platforms.id, direction: "asc" };
+const stackOrder: KeysetColumns = { key: stacks.createdAt, tie: stacks.id, direction: "asc" };
 
 export async function createPlatform(db: Db, clock: Clock, input: NewPlatform): Promise<PlatformRow> {
   const now = clock.now();
@@ -84,8 +78,8 @@ export async function listPlatforms(db: Db, page: { limit: number; cursor?: stri
   const rows = await db
     .select()
     .from(platforms)
-    .where(and(after(platforms, page.cursor), page.onlyId ? eq(platforms.id, page.onlyId) : undefined))
-    .orderBy(asc(platforms.createdAt), asc(platforms.id))
+    .where(and(keysetAfter(platformOrder, decodeCursor(page.cursor, OLDEST_FIRST)), page.onlyId ? eq(platforms.id, page.onlyId) : undefined))
+    .orderBy(...keysetOrder(platformOrder))
     .limit(page.limit + 1);
   return toPage(rows, page.limit, position);
 }
@@ -111,8 +105,8 @@ export async function listStacks(db: Db, platformId: string, page: { limit: numb
   const rows = await db
     .select()
     .from(stacks)
-    .where(and(eq(stacks.platformId, platformId), after(stacks, page.cursor)))
-    .orderBy(asc(stacks.createdAt), asc(stacks.id))
+    .where(and(eq(stacks.platformId, platformId), keysetAfter(stackOrder, decodeCursor(page.cursor, OLDEST_FIRST))))
+    .orderBy(...keysetOrder(stackOrder))
     .limit(page.limit + 1);
   return toPage(rows, page.limit, position);
 }

@@ -245,7 +245,16 @@ describe.each(testDatabases())("platforms on $name", (database) => {
     });
 
     it("answers a tampered cursor with 400, never 500", async () => {
-      for (const cursor of ["garbage!", Buffer.from("{").toString("base64url"), encodeCursor({ k: "not a date", id: "x" })]) {
+      const edited = (position: string) => Buffer.from(position).toString("base64url");
+      for (const cursor of [
+        "garbage!",
+        Buffer.from("{").toString("base64url"),
+        edited('{"k":"not a date","id":"x"}'),
+        edited('{"k":"+275760-09-13T00:00:00.000Z","id":"x"}'),
+        edited('{"k":9223372036854775807,"id":"x"}'),
+        edited('{"k":"2026-01-01T00:00:00.000Z","id":"a\\u0000"}'),
+        encodeCursor({ k: new Date(), id: "x".repeat(129) }),
+      ]) {
         const res = await list(`?cursor=${encodeURIComponent(cursor)}`);
         expect(res.status).toBe(400);
         expect(res.body.error).toMatchObject({ code: "BAD_REQUEST", details: { path: "cursor" } });

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * IAM's tables, in its own Postgres schema (DESIGN §2). The first group holds better-auth's models
@@ -229,6 +229,8 @@ export const auditEvents = iam.table(
   {
     id: text("id").primaryKey(),
     at: bigint("at", { mode: "number" }).notNull(),
+    /** insertion order: events of the same second list newest first by it */
+    seq: bigserial("seq", { mode: "number" }).notNull(),
     action: text("action").notNull(),
     outcome: text("outcome", { enum: ["success", "failure"] }).notNull(),
     actorType: text("actor_type").notNull(),
@@ -242,7 +244,7 @@ export const auditEvents = iam.table(
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
   },
   (t) => [
-    index("audit_events_page_idx").on(t.at, t.id),
+    index("audit_events_page_idx").on(t.at, t.seq),
     index("audit_events_org_idx").on(t.orgId, t.at),
     index("audit_events_actor_idx").on(t.actorId, t.at),
   ],

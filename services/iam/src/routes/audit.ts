@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, forbidden, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
+import { cursorParam, errorResponses, forbidden, integerQuery, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
 import { holds, type Principal } from "@core/service-auth";
 import { requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
@@ -24,7 +24,7 @@ const AuditEventSchema = z
   })
   .openapi("AuditEvent");
 
-const Seconds = z.coerce.number().int().min(0).max(99_999_999_999);
+const Seconds = integerQuery(0, 99_999_999_999).openapi({ description: "Unix seconds" });
 
 const isOperatorReader = (p: Principal) => p.orgType === "core-operator" && p.permissions.includes("audit:read");
 
@@ -45,7 +45,7 @@ export function auditRoutes(app: ServiceApp, ctx: IamContext) {
           action: z.string().min(1).max(64).optional().openapi({ param: { name: "action", in: "query" } }),
           since: Seconds.optional().openapi({ param: { name: "since", in: "query" } }),
           until: Seconds.optional().openapi({ param: { name: "until", in: "query" } }),
-          cursor: z.string().optional().openapi({ param: { name: "cursor", in: "query" } }),
+          cursor: cursorParam(),
           limit: limitParam(50, 100),
         }),
       },

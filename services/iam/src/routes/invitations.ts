@@ -1,8 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, asc, eq, gt, or } from "drizzle-orm";
+import { and, eq, gt } from "drizzle-orm";
 import {
   ApiError,
   conflict,
+  cursorParam,
   decodeCursor,
   errorResponses,
   forbidden,
@@ -15,6 +16,7 @@ import {
   unixSeconds,
   type ServiceApp,
 } from "@core/kit";
+import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { invitationMail } from "../auth.js";
@@ -59,6 +61,8 @@ const invitationJson = (row: InvitationRow): z.infer<typeof InvitationSchema> =>
   createdAt: unixSeconds(row.createdAt),
 });
 
+const OLDEST_FIRST: KeysetColumns = { key: invitation.createdAt, tie: invitation.id, direction: "asc" };
+
 /** Organization invitations (spec §2.5, §3, §4.3). */
 export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
   app.openapi(
@@ -69,7 +73,7 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
       security: security.anyCredential,
       request: {
         params: OrgParams,
-        query: z.object({ cursor: z.string().optional().openapi({ param: { name: "cursor", in: "query" } }), limit: limitParam(50, 100) }),
+        query: z.object({ cursor: cursorParam(), limit: limitParam(50, 100) }),
       },
       responses: {
         200: jsonContent(z.object({ data: z.array(InvitationSchema), cursor: z.string() }).openapi("InvitationPage"), "A page of invitations"),
@@ -82,17 +86,13 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
       requirePermission(caller, "members:invite", { orgId });
       await findOrganization(ctx.db, orgId);
-      const from = decodeCursor(cursor);
-      const after = from
-        ? or(gt(invitation.createdAt, new Date(String(from.k))), and(eq(invitation.createdAt, new Date(String(from.k))), gt(invitation.id, from.id)))
-        : undefined;
       const rows = await ctx.db
         .select()
         .from(invitation)
-        .where(and(eq(invitation.organizationId, orgId), after))
-        .orderBy(asc(invitation.createdAt), asc(invitation.id))
+        .where(and(eq(invitation.organizationId, orgId), keysetAfter(OLDEST_FIRST, decodeCursor(cursor, { key: "timestamp", tie: "id" }))))
+        .orderBy(...keysetOrder(OLDEST_FIRST))
         .limit(limit + 1);
-      const page = toPage(rows, limit, (r) => ({ k: r.createdAt.toISOString(), id: r.id }));
+      const page = toPage(rows, limit, (r) => ({ k: r.createdAt, id: r.id }));
       return c.json({ data: page.data.map(invitationJson), cursor: page.cursor ?? "" }, 200);
     },
   );

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { limitParam } from "@core/kit";
+import { cursorParam, limitParam } from "@core/kit";
 import type { PlatformRow, StackRow } from "../db/schema.js";
 
 /** Shapes of spec §2.10. */
@@ -41,7 +41,7 @@ export const pageOf = <T extends z.ZodType>(item: T, name: string) =>
 
 export const PageQuery = z.object({
   limit: limitParam(50),
-  cursor: z.string().min(1).optional().openapi({ param: { name: "cursor", in: "query" } }),
+  cursor: cursorParam(),
 });
 
 /** ids in paths; bounded so junk never reaches the database */
