@@ -22,6 +22,13 @@ export interface CredentialResolvers {
 }
 
 const CALLER = "core:caller";
+
+/**
+ * The longest session token or API key IAM takes (its validate routes refuse longer ones with 400).
+ * Longer credentials are wrong credentials: 401 here, without asking IAM (issue 10: a refusal is
+ * not an outage).
+ */
+export const MAX_CREDENTIAL_LENGTH = 512;
 const JWT_SHAPE = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** The bearer token of a request, if any. */
@@ -52,6 +59,7 @@ const presentedBy = (c: Context): PresentedBy => ({ ip: clientIpOf(c), requestId
 async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
   const apiKey = c.req.header("x-api-key");
   if (apiKey) {
+    if (apiKey.length > MAX_CREDENTIAL_LENGTH) throw unauthenticated("Invalid API key");
     const principal = await resolvers.apiKey(apiKey, presentedBy(c));
     if (!principal) throw unauthenticated("Invalid API key");
     return { kind: "principal", principal };
@@ -63,6 +71,7 @@ async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promis
     if (!service) throw unauthenticated("Invalid service token");
     return { kind: "service", serviceId: service.serviceId };
   }
+  if (token.length > MAX_CREDENTIAL_LENGTH) throw unauthenticated("Invalid or expired session");
   const principal = await resolvers.session(token, presentedBy(c));
   if (!principal) throw unauthenticated("Invalid or expired session");
   return { kind: "principal", principal };

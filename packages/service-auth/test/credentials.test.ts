@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServiceApp, silentLogger } from "@core/kit";
 import {
   callerOf,
+  MAX_CREDENTIAL_LENGTH,
   remoteResolvers,
   requireCaller,
   ServiceTokenClient,
@@ -96,6 +97,19 @@ describe("credential middleware", () => {
   it("answers 401 for an Authorization header that is not a Bearer token", async () => {
     expect((await who({ authorization: "Basic dXNlcjpwYXNz" })).status).toBe(401);
     expect((await who({ authorization: "Bearer" })).status).toBe(401);
+  });
+
+  it(`answers 401 for a session token or API key over ${MAX_CREDENTIAL_LENGTH} characters without asking IAM, which would refuse it with 400`, async () => {
+    const asked = () => (iam.calls["POST /api/validate-session"] ?? 0) + (iam.calls["POST /api/core/apikey/validate"] ?? 0);
+    const before = asked();
+    const long = "x".repeat(MAX_CREDENTIAL_LENGTH + 1);
+    expect(await who({ authorization: `Bearer ${long}` })).toMatchObject({ status: 401, body: { error: { code: "UNAUTHENTICATED" } } });
+    expect(await who({ "x-api-key": long })).toMatchObject({ status: 401, body: { error: { code: "UNAUTHENTICATED" } } });
+    expect(await who({ "x-api-key": "k".repeat(4096) })).toMatchObject({ status: 401 });
+    expect(asked()).toBe(before);
+    // at the limit the credential is asked about as any other
+    expect((await who({ authorization: `Bearer ${"y".repeat(MAX_CREDENTIAL_LENGTH)}` })).status).toBe(401);
+    expect(asked()).toBe(before + 1);
   });
 
   it("answers 503 UPSTREAM_UNAVAILABLE when IAM is down", async () => {

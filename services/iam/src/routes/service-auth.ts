@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ApiError, errorResponses, forbidden, jsonBody, jsonContent, security, SERVICES, unauthenticated, type ServiceApp } from "@core/kit";
-import { PrincipalSchema } from "@core/service-auth";
+import { MAX_CREDENTIAL_LENGTH, PrincipalSchema } from "@core/service-auth";
 import { actorOf, basicChallenge, requireServiceCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { SERVICE_TOKEN_SECONDS } from "../service-tokens.js";
@@ -14,7 +14,7 @@ const ServiceTokenAnswer = z
 
 const ApiKeyInput = z
   .object({
-    key: z.string().min(1).max(512),
+    key: z.string().min(1).max(MAX_CREDENTIAL_LENGTH),
     clientIp: z.string().min(1).max(64).optional().openapi({ description: "the address of the client that presented the key, for rate limiting" }),
   })
   .openapi("ApiKeyValidateInput");

@@ -2,13 +2,13 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
 import type { Context } from "hono";
 import { errorResponses, jsonBody, jsonContent, notFound, readJsonBody, security, unauthenticated, type ServiceApp } from "@core/kit";
-import { PrincipalSchema, type Principal } from "@core/service-auth";
+import { MAX_CREDENTIAL_LENGTH, PrincipalSchema, type Principal } from "@core/service-auth";
 import { actorOf, requireServiceCaller, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { session, user } from "../db/schema.js";
 import { pathParam } from "./schemas.js";
 
-const ValidateInput = z.object({ token: z.string().min(1).max(512) }).openapi("ValidateSessionInput");
+const ValidateInput = z.object({ token: z.string().min(1).max(MAX_CREDENTIAL_LENGTH) }).openapi("ValidateSessionInput");
 const ValidateAnswer = z
   .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
   .openapi("ValidateSessionAnswer");
