@@ -1,5 +1,5 @@
 import { OpenAPIHono, type z } from "@hono/zod-openapi";
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
@@ -33,6 +33,11 @@ export interface ServiceAppOptions {
   maxBodyBytes?: number;
   /** paths whose bodies are not ours to check (the auth library, OAuth form posts) */
   ownsBody?: (path: string) => boolean;
+  /**
+   * paths whose error bodies carry no `details` (spec §2.3: IAM whoami, billing upgrade), whatever
+   * refuses the request: the route, or the kit before any route runs (413, 415, 400)
+   */
+  omitsErrorDetails?: (path: string) => boolean;
 }
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -56,11 +61,6 @@ export function withRequestId(c: Context, response: Response): Response {
   return copy;
 }
 
-/** Routes whose error bodies carry no `details` (spec §2.3) mark themselves with this. */
-export const withoutErrorDetails: MiddlewareHandler = async (c, next) => {
-  c.set("omitErrorDetails" as never, true as never);
-  await next();
-};
 const omitsDetails = (c: Context) => c.get("omitErrorDetails" as never) === true;
 
 /**
@@ -81,6 +81,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   });
 
   app.use(async (c, next) => {
+    if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
     const incoming = c.req.header("x-request-id");
     const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     c.set("requestId", id);

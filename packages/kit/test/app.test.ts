@@ -8,7 +8,6 @@ import {
   jsonContent,
   listen,
   silentLogger,
-  withoutErrorDetails,
   type HealthCheck,
   type RunningServer,
 } from "@core/kit";
@@ -23,6 +22,7 @@ function buildApp(healthChecks: HealthCheck[] = []) {
     logger: silentLogger(),
     maxBodyBytes: LIMIT,
     healthChecks,
+    omitsErrorDetails: (path) => path.endsWith("-without-details"),
   });
   app.openapi(
     createRoute({
@@ -50,7 +50,7 @@ function buildApp(healthChecks: HealthCheck[] = []) {
   app.get("/taken", () => {
     throw new ApiError(409, "SLUG_TAKEN", "The slug is taken", { slug: "acme" });
   });
-  app.get("/taken-without-details", withoutErrorDetails, () => {
+  app.get("/taken-without-details", () => {
     throw new ApiError(409, "SLUG_TAKEN", "The slug is taken", { slug: "acme" });
   });
   return app;
@@ -80,12 +80,25 @@ describe("error envelope", () => {
     expect(body.error.details).toBeNull();
   });
 
-  it("drops details on routes marked withoutErrorDetails", async () => {
+  it("drops details on the paths the service names, from the route's own errors", async () => {
     const res = await app.request("/taken-without-details", { headers: { "x-request-id": "req-nodetails" } });
     expect(res.status).toBe(409);
     expect(await res.json()).toEqual({
       error: { code: "SLUG_TAKEN", message: "The slug is taken", requestId: "req-nodetails" },
     });
+  });
+
+  it("drops details there also from the kit's own refusals before any route runs (413, 415, 400)", async () => {
+    const cases = [
+      { headers: { "content-type": "text/plain" }, body: "x", status: 415 },
+      { headers: { "content-type": "application/json" }, body: `"${"x".repeat(LIMIT)}"`, status: 413 },
+      { headers: { "content-type": "application/json" }, body: '{"a":"\\u0000"}', status: 400 },
+    ];
+    for (const { headers, body, status } of cases) {
+      const res = await app.request("/taken-without-details", { method: "POST", headers, body });
+      expect(res.status).toBe(status);
+      expect(Object.keys(((await res.json()) as { error: object }).error).sort()).toEqual(["code", "message", "requestId"]);
+    }
   });
 });
 

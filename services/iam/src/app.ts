@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, rawRequestOf, systemClock, withoutErrorDetails, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, rawRequestOf, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
@@ -131,12 +131,13 @@ export function createApp(deps: IamDeps) {
     logger,
     healthChecks: deps.healthChecks ?? [],
     // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
+    // spec §2.3: the whoami route's errors carry no details
+    omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
     ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
   });
 
   // who is calling is settled before any input is validated (no credential is 401, never 400);
   // each route still decides what the caller may do
-  app.use("/api/v1/cli/*", withoutErrorDetails);
   const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
     [/^\/oauth\/device\/(authorize|deny)$/, (c) => requireSession(c, ctx.session)],
     [/^\/api\/v1\/cli\//, (c) => requireCliPrincipal(c, ctx)],

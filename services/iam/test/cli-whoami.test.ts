@@ -36,6 +36,16 @@ describe.each(testDatabases())("cli whoami on $name", ({ open }) => {
     expect(r.body.error.code).toBe("UNAUTHENTICATED");
   });
 
+  it.each([
+    ["415 for a body that is not JSON", { body: "who?", headers: { "content-type": "text/plain" } }, 415],
+    ["413 for a body over the limit", { body: JSON.stringify({ pad: "x".repeat(1024 * 1024) }) }, 413],
+    ["400 for a body holding U+0000", { body: { pad: "\u0000" } }, 400],
+  ])("answers %s without details, as its 401 (spec §2.3)", async (_label, request, status) => {
+    const r = await call(iam, "POST", "/api/v1/cli/whoami", { token: op.token, ...request });
+    expect(r.status).toBe(status);
+    expect(Object.keys(r.body.error).sort()).toEqual(["code", "message", "requestId"]);
+  });
+
   it("answers 401 without details once the token has expired", async () => {
     const ada = await signUp(iam);
     const started = await startDeviceLogin(iam);
