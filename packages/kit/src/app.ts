@@ -7,6 +7,7 @@ import { ApiError, envelope, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
+import { ErrorEnvelopeSchema, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
 
 export interface KitVariables {
@@ -106,7 +107,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.use((c, next) => {
     screenPathAndQuery(c);
     const length = c.req.header("content-length");
-    if (length === undefined ? !hasBody(c) : Number(length) === 0) return next();
+    if (!hasBody(c, length)) return next();
     // a declared length is checked without touching the body; hono's limiter wraps the stream,
     // which costs a full Request per call, so it only guards bodies of unknown length
     if (length !== undefined && Number(length) > maxBodyBytes) throw tooLarge();
@@ -160,17 +161,17 @@ export function createServiceApp(options: ServiceAppOptions) {
     openapi: "3.1.0",
     info: { title: options.title, version: options.version ?? "1.0.0", description: options.description },
   };
+  // the kit answers errors on every route (withKitStatuses), so the envelope is always described
+  app.openAPIRegistry.register("ErrorEnvelope", ErrorEnvelopeSchema);
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "x-api-key" });
   app.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", { type: "apiKey", in: "cookie", name: "better-auth.session_token" });
   app.openAPIRegistry.registerComponent("securitySchemes", "basic", { type: "http", scheme: "basic" });
-  app.get("/openapi.json", (c) => c.json(app.getOpenAPI31Document(documentConfig)));
-  app.get("/docs", (c) => c.html(renderApiReference(app.getOpenAPI31Document(documentConfig) as never)));
+  const openApiDocument = () => withKitStatuses(app.getOpenAPI31Document(documentConfig));
+  app.get("/openapi.json", (c) => c.json(openApiDocument()));
+  app.get("/docs", (c) => c.html(renderApiReference(openApiDocument() as never)));
 
-  return Object.assign(app, {
-    metrics,
-    openApiDocument: () => app.getOpenAPI31Document(documentConfig),
-  });
+  return Object.assign(app, { metrics, openApiDocument });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;
@@ -187,9 +188,9 @@ export function loggableError(err: unknown): { name: string; message: string; st
   return { name: e?.name ?? "Error", message, stack: e?.stack ? withoutParams(e.stack.split("\n    at ")[0]!) + e.stack.slice(e.stack.indexOf("\n    at ")) : undefined, cause };
 }
 
-function hasBody(c: Context): boolean {
+/** Whether the request carries a body a route could read; GET, HEAD and OPTIONS bodies are never read. */
+function hasBody(c: Context, length: string | undefined): boolean {
   if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return false;
-  const length = c.req.header("content-length");
   if (length !== undefined) return Number(length) > 0;
   // over HTTP/1.1 a request without Content-Length has a body only when it is chunked
   // (RFC 9112 §6.3); in-process requests (tests) carry no such headers, so ask the Request

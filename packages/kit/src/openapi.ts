@@ -21,6 +21,7 @@ const STATUS_TEXT: Record<number, string> = {
   404: "Not found (NOT_FOUND)",
   409: "Conflicts with the current state",
   413: "Request body too large (PAYLOAD_TOO_LARGE)",
+  415: "The request body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
   429: "Rate limited (RATE_LIMITED, with Retry-After)",
   502: "An upstream service failed (UPSTREAM_UNAVAILABLE)",
   503: "An upstream service is unavailable (UPSTREAM_UNAVAILABLE)",
@@ -34,6 +35,39 @@ export function errorResponses(...statuses: number[]) {
       { description: STATUS_TEXT[s] ?? "Error", content: { "application/json": { schema: ErrorEnvelopeSchema } } },
     ]),
   );
+}
+
+type Operation = { security?: unknown[]; responses?: Record<string, unknown> };
+const BODILESS = new Set(["get", "head", "options"]);
+
+/**
+ * The statuses the kit itself can answer on any route (DESIGN §3), added to each operation of a
+ * description that does not list them: 400 (input screening: U+0000 in any path or query value,
+ * malformed or too deep JSON), 413 and 415 wherever a body can be sent, 401 where a credential is
+ * required. A client reading the description then meets no status it was not told of.
+ */
+export function withKitStatuses<T extends { paths?: Record<string, unknown> }>(document: T): T {
+  for (const item of Object.values(document.paths ?? {}) as Record<string, Operation>[]) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue;
+      const statuses = [400, ...(BODILESS.has(method) ? [] : [413, 415]), ...(operation.security?.length ? [401] : [])];
+      const responses = (operation.responses ??= {});
+      for (const status of statuses) {
+        responses[status] ??= { description: STATUS_TEXT[status], content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } } };
+      }
+    }
+  }
+  return document;
+}
+
+/**
+ * A PATCH body that must change something: at least one of its (optional) fields, said in the
+ * description too (`minProperties: 1`).
+ */
+export function changingSomething<T extends z.ZodObject>(schema: T) {
+  return schema
+    .refine((value) => Object.values(value).some((field) => field !== undefined), "Give at least one field to change")
+    .openapi({ minProperties: 1 });
 }
 
 /** A required JSON request body. */

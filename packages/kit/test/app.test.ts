@@ -309,6 +309,25 @@ describe("API description", () => {
     expect(doc.paths["/items/{itemId}"]?.get).toBeDefined();
   });
 
+  it("lists on every operation the statuses the kit answers before any route: 400, 413 and 415 where a body can come, 401 where a credential is needed", async () => {
+    const described = createServiceApp({ service: "described", title: "t", logger: silentLogger() });
+    described.openapi(
+      createRoute({ method: "get", path: "/open", responses: { 200: jsonContent(z.object({}), "ok") } }),
+      (c) => c.json({}, 200),
+    );
+    described.openapi(
+      createRoute({ method: "delete", path: "/guarded/{id}", security: [{ bearer: [] }], request: { params: z.object({ id: z.string() }) }, responses: { 200: jsonContent(z.object({}), "ok"), ...errorResponses(404) } }),
+      (c) => c.json({}, 200),
+    );
+    const doc = (await (await described.request("/openapi.json")).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    expect(Object.keys(doc.paths["/open"]!.get!.responses).sort()).toEqual(["200", "400"]);
+    expect(Object.keys(doc.paths["/guarded/{id}"]!.delete!.responses).sort()).toEqual(["200", "400", "401", "404", "413", "415"]);
+    expect(doc.paths["/guarded/{id}"]!.delete!.responses["415"]).toMatchObject({ content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } } });
+    // what the description promises holds
+    expect((await described.request("/guarded/x", { method: "DELETE", headers: { "content-type": "text/plain" }, body: "x" })).status).toBe(415);
+    expect((await described.request("/open?x=%00")).status).toBe(400);
+  });
+
   it("serves /docs as an HTML page naming the routes", async () => {
     const res = await app.request("/docs");
     expect(res.status).toBe(200);

@@ -3,6 +3,14 @@ import semver from "semver";
 /** Spec §9: three numbers separated by dots, an optional hyphen suffix of letters, digits and dots. */
 export const SEMVER_PATTERN = /^[0-9]+[.][0-9]+[.][0-9]+(-[a-zA-Z0-9.]+)?$/;
 
+const NUMBER = "(0|[1-9][0-9]*)";
+const IDENTIFIER = "(0|[1-9][0-9]*|[0-9]*[A-Za-z][A-Za-z0-9]*)";
+/**
+ * The spec §9 pattern narrowed by semver.org's rules, as the descriptions publish it: no leading
+ * zeros in numbers or numeric pre-release identifiers, no empty identifiers.
+ */
+export const STRICT_SEMVER_PATTERN = new RegExp(`^${NUMBER}\\.${NUMBER}\\.${NUMBER}(-${IDENTIFIER}(\\.${IDENTIFIER})*)?$`);
+
 /** Versions are short; bounded so junk never reaches the database (ADR 0010). */
 export const MAX_VERSION_LENGTH = 64;
 

@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { byPrecedenceDescending, compareVersions, isStackVersion, latestOf } from "../src/semver.js";
+import { byPrecedenceDescending, compareVersions, isStackVersion, latestOf, STRICT_SEMVER_PATTERN } from "../src/semver.js";
 
 /** semver.org §11's own examples, each chain in ascending precedence. */
 const CHAINS = [
@@ -63,5 +64,22 @@ describe("the latest version", () => {
   it("is nothing when every version is deprecated, or there are none", () => {
     expect(latestOf([v("1.0.0", "deprecated")])).toBeUndefined();
     expect(latestOf([])).toBeUndefined();
+  });
+});
+
+describe("the pattern the descriptions publish", () => {
+  // strings of the spec's alphabet, shaped like versions often enough to reach every rule
+  const piece = fc.oneof(fc.constantFrom("0", "00", "01", "1", "10", "a", "0a", "A1", ""), fc.stringMatching(/^[0-9a-zA-Z]{0,4}$/));
+  const candidate = fc
+    .tuple(piece, piece, piece, fc.option(fc.array(piece, { minLength: 1, maxLength: 4 })))
+    .map(([major, minor, patch, pre]) => `${major}.${minor}.${patch}${pre ? `-${pre.join(".")}` : ""}`);
+
+  it("accepts exactly the versions the registry accepts (spec §9 narrowed by the semver package)", () => {
+    fc.assert(
+      fc.property(fc.oneof(candidate, fc.stringMatching(/^[0-9a-zA-Z.-]{0,20}$/)), (version) => {
+        expect(STRICT_SEMVER_PATTERN.test(version)).toBe(isStackVersion(version));
+      }),
+      { numRuns: 5000, seed: 20261123 },
+    );
   });
 });

@@ -244,13 +244,30 @@ describe.each(testDatabases())("stack versions on $name", (database) => {
       ["stackDefinition null", { stackDefinition: null }, "stackDefinition"],
       ["stackDefinition a string", { stackDefinition: '{"a":1}' }, "stackDefinition"],
       ["stackDefinition a number", { stackDefinition: 3 }, "stackDefinition"],
-      ["stackDefinition holding U+0000", { stackDefinition: { a: "nul\u0000" } }, "stackDefinition"],
+      ["stackDefinition holding U+0000", { stackDefinition: { a: "nul\u0000" } }, "stackDefinition.a"],
+      ["stackDefinition with U+0000 in a key", { stackDefinition: { b: [{ ["k\u0000"]: 1 }] } }, "stackDefinition.b.0.k\u0000"],
       ["an unknown field", { channel: "stable" }, "channel"],
     ];
     it.each(invalid)("400 VALIDATION_ERROR naming the field: %s", async (_label, override, field) => {
       const { name } = await r.createTemplate();
       const error = expectError(await r.publish(name, "1.0.0", override), 400, "VALIDATION_ERROR");
       expect(error.details.map((d: { path: string }) => d.path)).toContain(field);
+    });
+
+    it("refuses a stackDefinition nested 5,000 levels deep (about 30 KB) with 400, and keeps one at the documented limit", async () => {
+      const { name } = await r.createTemplate();
+      const nested = (levels: number): object => (levels === 0 ? {} : { a: nested(levels - 1) });
+      const deep = '{"a":'.repeat(5000) + "{}" + "}".repeat(5000);
+      const raw = await r.app.request(`/api/v1/stacks/${name}/versions`, {
+        method: "POST",
+        headers: { ...r.publisher, "content-type": "application/json" },
+        body: `{"version":"1.0.0","coreSdkVersion":"1.0.0","stackDefinition":${deep}}`,
+      });
+      expect(raw.status).toBe(400);
+      expect(((await raw.json()) as { error: { code: string } }).error.code).toBe("VALIDATION_ERROR");
+      // the request body is level 1, the definition level 2: 62 more levels fit within 64
+      expect((await r.publish(name, "1.0.0", { stackDefinition: nested(62) })).status).toBe(201);
+      expect((await r.publish(name, "1.0.1", { stackDefinition: nested(63) })).status).toBe(400);
     });
 
     it("accepts a version of 64 characters, and pre-releases of every kind the pattern allows", async () => {

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, security, forbidden, jsonBody, jsonContent, type ServiceApp } from "@core/kit";
+import { changingSomething, errorResponses, security, forbidden, jsonBody, jsonContent, type ServiceApp } from "@core/kit";
 import { createPlatform, findPlatform, listPlatforms, platformSuspended, updatePlatform } from "../platforms.js";
 import { authorizePlatform, authorizePlatformAdmin, seesAllPlatforms } from "../access.js";
 import { requireCaller } from "@core/service-auth";
@@ -16,16 +16,15 @@ const CreatePlatformInput = z
   })
   .openapi("CreatePlatformInput");
 
-const UpdatePlatformInput = z
-  .object({
+const UpdatePlatformInput = changingSomething(
+  z.object({
     name: z.string().min(1).max(100).optional(),
     tier: z.string().min(1).max(64).optional(),
     hostAccountId: z.string().min(1).max(256).nullable().optional(),
     repoName: z.string().min(1).max(256).nullable().optional(),
     status: z.enum(["active", "suspended"]).optional(),
-  })
-  .refine((v) => Object.keys(v).length > 0, "Give at least one field to change")
-  .openapi("UpdatePlatformInput");
+  }),
+).openapi("UpdatePlatformInput");
 
 const PlatformParams = z.object({ platformId: pathId("platformId") });
 

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, security, jsonBody, jsonContent, type ServiceApp } from "@core/kit";
+import { changingSomething, errorResponses, security, jsonBody, jsonContent, type ServiceApp } from "@core/kit";
 import {
   createStack,
   deleteStack,
@@ -24,16 +24,15 @@ const CreateStackInput = z
   })
   .openapi("CreateStackInput");
 
-const UpdateStackInput = z
-  .object({
+const UpdateStackInput = changingSomething(
+  z.object({
     name: z.string().min(1).max(128).optional(),
     isDefault: z.boolean().optional(),
     templateId: z.string().min(1).max(128).nullable().optional(),
     repoName: z.string().min(1).max(256).nullable().optional(),
     status: z.enum(["active", "archived"]).optional(),
-  })
-  .refine((v) => Object.keys(v).length > 0, "Give at least one field to change")
-  .openapi("UpdateStackInput");
+  }),
+).openapi("UpdateStackInput");
 
 const PlatformParams = z.object({ platformId: pathId("platformId") });
 const StackParams = z.object({ platformId: pathId("platformId"), stackId: pathId("stackId") });

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { unixSeconds } from "@core/kit";
 import type { TemplateRow, VersionRow } from "../db/schema.js";
-import { MAX_VERSION_LENGTH, SEMVER_PATTERN } from "../semver.js";
+import { MAX_VERSION_LENGTH, SEMVER_PATTERN, STRICT_SEMVER_PATTERN } from "../semver.js";
 
 /** Limits of spec §8, and ours where the spec gives none (ADR 0010). */
 export const LIMITS = {
@@ -24,7 +24,11 @@ export const TemplateName = z
 export const VersionString = z
   .string()
   .max(MAX_VERSION_LENGTH)
-  .regex(SEMVER_PATTERN, "a semantic version: MAJOR.MINOR.PATCH with an optional -pre-release");
+  .regex(SEMVER_PATTERN, "a semantic version: MAJOR.MINOR.PATCH with an optional -pre-release")
+  .openapi({
+    pattern: STRICT_SEMVER_PATTERN.source,
+    description: "semver.org: MAJOR.MINOR.PATCH with an optional -pre-release; no leading zeros, no empty identifiers, numbers at most 2^53-1",
+  });
 
 /** Spec §2.8, integer timestamps in Unix seconds (DESIGN §2). */
 export const StackTemplateSchema = z

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { changingSomething, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { authorizePublisher } from "../access.js";
 import type { StackRegistryContext } from "../app.js";
 import { createTemplate, findTemplate, latestVersion, listActiveTemplates, updateTemplate } from "../catalogue.js";
@@ -18,16 +18,16 @@ const CreateTemplateInput = z
   .openapi("CreateStackTemplateInput");
 
 /** Spec §4.5 row PATCH: the name is immutable, so it (like any unknown field) is refused. */
-const UpdateTemplateInput = z
-  .object({
+const UpdateTemplateInput = changingSomething(
+  z
+    .object({
     displayName: z.string().min(1).max(LIMITS.displayName).optional(),
     description: z.string().min(1).max(LIMITS.description).optional(),
     icon: z.string().max(LIMITS.icon).optional().openapi({ description: '"" clears it' }),
     status: z.enum(["active", "deprecated"]).optional(),
-  })
-  .strict()
-  .refine((v) => Object.values(v).some((x) => x !== undefined), "Give at least one field to change")
-  .openapi("UpdateStackTemplateInput");
+    })
+    .strict(),
+).openapi("UpdateStackTemplateInput");
 
 const TemplateList = z.object({ data: z.array(StackTemplateSchema), total: z.number().int() }).openapi("StackTemplateList");
 const TemplateDetail = z

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { errorResponses, jsonBody, MAX_JSON_DEPTH, jsonContent, security, type ServiceApp } from "@core/kit";
 import { authorizePublisher } from "../access.js";
 import type { StackRegistryContext } from "../app.js";
 import { deprecateVersion, findTemplate, findVersion, listVersions, publishVersion } from "../catalogue.js";
@@ -9,22 +9,17 @@ import { IdResult, LIMITS, NameParams, OkResult, StackVersionSchema, VersionPara
 
 const SemanticVersion = VersionString.refine(isStackVersion, "not a valid semantic version (semver.org): no leading zeros, no empty identifiers");
 
-/** PostgreSQL's jsonb cannot hold U+0000 in any string or key, so such a definition is refused up front. */
-function holdsNul(value: unknown): boolean {
-  if (typeof value === "string") return value.includes("\u0000");
-  if (Array.isArray(value)) return value.some(holdsNul);
-  if (value && typeof value === "object") return Object.entries(value).some(([k, v]) => k.includes("\u0000") || holdsNul(v));
-  return false;
-}
-
 /** Spec §4.5 row POST /api/v1/stacks/{name}/versions. */
 const PublishVersionInput = z
   .object({
     version: SemanticVersion,
     stackDefinition: z
       .record(z.string(), z.unknown())
-      .refine((d) => !holdsNul(d), "strings and keys may not contain U+0000")
-      .openapi({ description: `any JSON object, at most ${LIMITS.definitionBytes} bytes serialized (413 beyond)` }),
+      .openapi({
+        description:
+          `any JSON object, at most ${LIMITS.definitionBytes} bytes serialized (413 beyond), nested at most ${MAX_JSON_DEPTH} levels ` +
+          "deep counting the request body's own object, without U+0000 in any string or key (400)",
+      }),
     coreSdkVersion: SemanticVersion,
   })
   .strict()
