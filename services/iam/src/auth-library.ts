@@ -3,6 +3,21 @@ import { clientIpOf, withRequestId } from "@core/kit";
 import type { AuditLog } from "./audit.js";
 import { CLIENT_IP_HEADER, REQUEST_ID_HEADER, type Auth } from "./auth.js";
 
+const FETCH_METADATA = ["sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "sec-fetch-user"];
+
+/**
+ * A request no browser sent on a user's behalf: no cookie, no Origin or Referer, and no browser's
+ * cross-site marker. Such a request cannot be a CSRF (DESIGN §4), yet the library demands an Origin
+ * of any request with fetch metadata, which Node's fetch and many HTTP clients send on their own
+ * (`Sec-Fetch-Mode: cors`): scripts and apps could not sign in. A foreign Origin is still refused,
+ * and a cookie-carrying write still needs a trusted one.
+ */
+function isCookielessScript(headers: Headers): boolean {
+  if (headers.has("cookie") || headers.has("origin") || headers.has("referer")) return false;
+  const site = headers.get("sec-fetch-site");
+  return site === null || site === "none";
+}
+
 /**
  * A request through better-auth's own handler, exactly as its `/api/auth/*` routes run it (spec
  * §4.2): with the library's origin checks, rate limits and hooks. Our client address and request
@@ -13,6 +28,7 @@ export async function callAuthLibrary(c: Context, deps: { auth: Auth; audit: Aud
   // our values replace anything a client sent under these names
   headers.set(CLIENT_IP_HEADER, clientIpOf(c));
   headers.set(REQUEST_ID_HEADER, c.get("requestId"));
+  if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
   const response = await deps.auth.handler(new Request(request, { headers }));
   if (response.status !== 429) return withRequestId(c, response);
   const limited = new Response(response.body, response);

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listen, type RunningServer } from "@core/kit";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
 import {
   call,
@@ -199,6 +200,54 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       expect(r.status).toBe(403);
       expect((await validate(ada.token)).body.valid).toBe(true);
     });
+  });
+});
+
+describe.each(testDatabases())("clients without a browser on $name", ({ open }) => {
+  let database: DatabaseHandle;
+  let iam: Iam;
+  let server: RunningServer;
+  beforeAll(async () => {
+    database = await open();
+    iam = await createIam(database);
+    server = await listen(iam.app, 0, "127.0.0.1");
+  });
+  afterAll(async () => {
+    await server?.close();
+    await database?.close();
+  });
+
+  // Node's fetch sends Sec-Fetch-Mode: cors and no Origin, as scripts and many HTTP clients do
+  const send = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+
+  it("signs up and in from a script without Origin or cookie, answering the session token", async () => {
+    const email = uniqueEmail("script");
+    const up = await send("/api/auth/sign-up/email", { email, password: PASSWORD, name: "Script" });
+    expect(up.status).toBe(200);
+    expect(((await up.json()) as { token: string }).token).toEqual(expect.any(String));
+    const signedIn = await send("/api/auth/sign-in/email", { email, password: PASSWORD });
+    expect(signedIn.status).toBe(200);
+    expect(((await signedIn.json()) as { token: string }).token).toEqual(expect.any(String));
+    const mobile = await send("/api/auth/sign-in/email", { email, password: PASSWORD }, { "sec-fetch-site": "none", "sec-fetch-mode": "navigate" });
+    expect(mobile.status).toBe(200);
+  });
+
+  it("still refuses a foreign Origin, a null Origin and a cross-site browser request", async () => {
+    const ada = await signUp(iam);
+    for (const headers of [{ origin: "https://evil.example" }, { origin: "null" }, { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }]) {
+      const r = await send("/api/auth/sign-in/email", { email: ada.email, password: PASSWORD }, headers);
+      expect(r.status, JSON.stringify(headers)).toBe(403);
+    }
+  });
+
+  it("still needs a trusted Origin for a write that carries a cookie", async () => {
+    const ada = await signUp(iam);
+    const refused = await send("/api/auth/sign-out", {}, { cookie: ada.cookie });
+    expect(refused.status).toBe(403);
+    expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).status).toBe(200);
+    const allowed = await send("/api/auth/sign-out", {}, { cookie: ada.cookie, origin: iam.origin });
+    expect(allowed.status).toBe(200);
   });
 });
 
