@@ -31,7 +31,7 @@ export async function openApiDocuments(): Promise<Record<string, unknown>> {
       "platform-registry": createRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
       vault: createVaultApp({ vault, logger: silentLogger() }),
     };
-    return Object.fromEntries(Object.entries(apps).map(([name, app]) => [name, app.openApiDocument()]));
+    return Object.fromEntries(await Promise.all(Object.entries(apps).map(async ([name, app]) => [name, await app.openApiDocument()])));
   } finally {
     await database.close();
   }

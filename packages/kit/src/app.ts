@@ -39,7 +39,11 @@ export interface ServiceAppOptions {
    * refuses the request: the route, or the kit before any route runs (413, 415, 400)
    */
   omitsErrorDetails?: (path: string) => boolean;
+  /** adds to the description what the routes cannot declare themselves (a library's own routes) */
+  extendDescription?: (document: OpenApiDocument) => Promise<void> | void;
 }
+
+export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
@@ -167,9 +171,13 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", { type: "apiKey", in: "header", name: "x-api-key" });
   app.openAPIRegistry.registerComponent("securitySchemes", "sessionCookie", { type: "apiKey", in: "cookie", name: "better-auth.session_token" });
   app.openAPIRegistry.registerComponent("securitySchemes", "basic", { type: "http", scheme: "basic" });
-  const openApiDocument = () => withKitStatuses(app.getOpenAPI31Document(documentConfig));
-  app.get("/openapi.json", (c) => c.json(openApiDocument()));
-  app.get("/docs", (c) => c.html(renderApiReference(openApiDocument() as never)));
+  const openApiDocument = async (): Promise<OpenApiDocument> => {
+    const document = app.getOpenAPI31Document(documentConfig);
+    await options.extendDescription?.(document);
+    return withKitStatuses(document);
+  };
+  app.get("/openapi.json", async (c) => c.json(await openApiDocument()));
+  app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
   return Object.assign(app, { metrics, openApiDocument });
 }

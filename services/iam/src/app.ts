@@ -1,12 +1,12 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, rawRequestOf, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
 import { createAuth, type Auth } from "./auth.js";
-import { callAuthLibrary } from "./auth-library.js";
+import { authLibraryDescription } from "./auth-description.js";
 import type { IamConfig } from "./config.js";
 import { createMailer, type Mailer } from "./mailer.js";
 import { PrincipalResolver } from "./principals.js";
@@ -25,6 +25,7 @@ import { profileRoutes } from "./routes/profile.js";
 import { roleRoutes } from "./routes/roles.js";
 import { serviceRoutes } from "./routes/service-auth.js";
 import { sessionRoutes } from "./routes/sessions.js";
+import { authLibraryRoutes } from "./routes/auth-library.js";
 import { oauthRoutes } from "./routes/oauth.js";
 import { cliRoutes, requireCliPrincipal } from "./routes/cli.js";
 import { DeviceFlow } from "./device-flow.js";
@@ -133,6 +134,7 @@ export function createApp(deps: IamDeps) {
     // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
     // spec §2.3: the whoami route's errors carry no details
     omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
+    extendDescription: authLibraryDescription(auth),
     ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
   });
 
@@ -169,7 +171,7 @@ export function createApp(deps: IamDeps) {
   pageRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours
-  app.on(["GET", "POST"], "/api/auth/*", async (c) => callAuthLibrary(c, ctx, await rawRequestOf(c)));
+  authLibraryRoutes(app, ctx);
 
   return Object.assign(app, { ctx });
 }

@@ -20,6 +20,7 @@ export type AuditAction =
   | "organization.setup"
   | "organization.bootstrap"
   | "organization.library_action"
+  | "organization.last_manager_refused"
   | "invitation.create"
   | "invitation.revoke"
   | "apikey.create"

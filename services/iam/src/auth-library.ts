@@ -1,7 +1,26 @@
 import type { Context } from "hono";
 import { clientIpOf, withRequestId } from "@core/kit";
 import type { AuditLog } from "./audit.js";
-import { CLIENT_IP_HEADER, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+import { CLIENT_IP_HEADER, DISABLED_PATHS, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+
+interface LibraryEndpoint {
+  path?: string;
+  options?: { method?: string | string[]; metadata?: { SERVER_ONLY?: boolean } };
+}
+
+/**
+ * Whether the library serves `method path` (a path under /api/auth): every endpoint it routes over
+ * HTTP, less the disabled ones. Anything else is our 404 envelope, not the library's bare 404.
+ */
+export function libraryServes(auth: Auth): (method: string, path: string) => boolean {
+  const routes = Object.values(auth.api as Record<string, LibraryEndpoint>)
+    .filter((e) => e.path && !e.options?.metadata?.SERVER_ONLY && !DISABLED_PATHS.includes(e.path))
+    .map((e) => ({
+      methods: new Set([e.options?.method ?? []].flat()),
+      pattern: new RegExp(`^/api/auth${e.path!.replace(/:\w+/g, "[^/]+")}$`),
+    }));
+  return (method, path) => routes.some((r) => r.methods.has(method) && r.pattern.test(path));
+}
 
 const FETCH_METADATA = ["sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "sec-fetch-user"];
 

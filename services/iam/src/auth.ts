@@ -2,7 +2,7 @@ import { apiKey } from "@better-auth/api-key";
 import { betterAuth } from "better-auth";
 import { drizzleAdapter } from "better-auth/adapters/drizzle";
 import { createAuthMiddleware, isAPIError } from "better-auth/api";
-import { bearer, jwt, magicLink, organization } from "better-auth/plugins";
+import { bearer, jwt, magicLink, openAPI, organization } from "better-auth/plugins";
 import { loggableError, type Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
@@ -24,6 +24,29 @@ export interface AuthDeps {
   /** called after anything that may change a session or a principal (sign-out, org changes) */
   onPrincipalsChanged: () => void;
 }
+
+/**
+ * Library routes that are off (a route that exists works fully): the jwt plugin's token route
+ * signs whole user records (services use service tokens); no social provider is configured;
+ * deleting users and organizations would orphan platforms and memberships, and email changes are
+ * not offered; the OpenAPI plugin's routes are ours to serve (/openapi.json, /docs).
+ */
+export const DISABLED_PATHS = [
+  "/token",
+  "/sign-in/social",
+  "/callback/:id",
+  "/link-social",
+  "/unlink-account",
+  "/get-access-token",
+  "/refresh-token",
+  "/account-info",
+  "/delete-user",
+  "/delete-user/callback",
+  "/change-email",
+  "/organization/delete",
+  "/open-api/generate-schema",
+  "/reference",
+];
 
 /** Library paths whose outcome goes to the audit log, with the action they stand for. */
 const AUDITED: Record<string, AuditInput["action"]> = {
@@ -92,8 +115,7 @@ export function createAuth(deps: AuthDeps) {
         "/magic-link/verify": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
       },
     },
-    // the token route of the jwt plugin signs whole user records; services use service tokens instead
-    disabledPaths: ["/token"],
+    disabledPaths: DISABLED_PATHS,
     advanced: {
       useSecureCookies: config.secureCookies,
       defaultCookieAttributes: { httpOnly: true, sameSite: "lax" },
@@ -190,6 +212,8 @@ export function createAuth(deps: AuthDeps) {
         jwt: { issuer: config.iamUrl, audience: "iam", expirationTime: "5m" },
         disableSettingJwtHeader: true,
       }),
+      // describes the library's routes for IAM's own description (auth-description.ts), never served
+      openAPI({ disableDefaultReference: true }),
     ],
   });
 }

@@ -72,6 +72,60 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
     });
   });
 
+  describe("what IAM adds around the library", () => {
+    it.each([
+      ["GET", "/api/auth/nope"],
+      ["POST", "/api/auth/nope"],
+      ["GET", "/api/auth/sign-in/email"],
+      ["POST", "/api/auth/sign-in/social"],
+      ["POST", "/api/auth/delete-user"],
+      ["GET", "/api/auth/token"],
+      ["GET", "/api/auth/reference"],
+      ["GET", "/api/auth/open-api/generate-schema"],
+    ])("answers %s %s, which the library does not serve, with the 404 envelope", async (method, path) => {
+      const r = await call(iam, method, path, { headers: { origin: iam.origin }, body: method === "POST" ? {} : undefined });
+      expect(r.status).toBe(404);
+      expect(r.body.error).toMatchObject({ code: "NOT_FOUND", requestId: expect.any(String), details: null });
+    });
+
+    it("bounds the sign-up name as the profile does: 100 characters, not 101, and not empty", async () => {
+      expect((await post(iam, "/api/auth/sign-up/email", { email: uniqueEmail("long"), password: PASSWORD, name: "n".repeat(100) })).status).toBe(200);
+      for (const name of ["n".repeat(101), ""]) {
+        const email = uniqueEmail("refused");
+        const r = await post(iam, "/api/auth/sign-up/email", { email, password: PASSWORD, name });
+        expect(r.status).toBe(400);
+        expect(r.body.error).toMatchObject({ code: "VALIDATION_ERROR", details: [expect.objectContaining({ path: "name" })] });
+        const taken = await post(iam, "/api/auth/sign-up/email", { email, password: PASSWORD, name: "Fine" });
+        expect(taken.status, "the refused sign-up created nothing").toBe(200);
+      }
+    });
+
+    it("bounds the name of update-user too", async () => {
+      const ada = await signUp(iam);
+      const r = await call(iam, "POST", "/api/auth/update-user", { token: ada.token, headers: { origin: iam.origin }, body: { name: "n".repeat(101) } });
+      expect(r.status).toBe(400);
+      expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).body.user.name).not.toBe("n".repeat(101));
+    });
+
+    it("describes the library's routes in IAM's own description, with IAM's bounds and no 500", async () => {
+      const doc = (await (await iam.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, unknown> } };
+      for (const path of ["/api/auth/sign-up/email", "/api/auth/sign-in/email", "/api/auth/sign-in/magic-link", "/api/auth/sign-out", "/api/auth/api-key/create", "/api/auth/organization/accept-invitation"]) {
+        expect(doc.paths[path]?.post, path).toBeDefined();
+      }
+      for (const path of ["/api/auth/get-session", "/api/auth/magic-link/verify", "/api/auth/api-key/list", "/api/auth/jwks"]) expect(doc.paths[path]?.get, path).toBeDefined();
+      expect(doc.paths["/api/auth/sign-in/social"]).toBeUndefined();
+      const signUpOp = doc.paths["/api/auth/sign-up/email"]!.post;
+      expect(signUpOp.requestBody.content["application/json"].schema.properties.name).toMatchObject({ minLength: 1, maxLength: 100 });
+      expect(signUpOp.security).toEqual([]);
+      expect(Object.keys(signUpOp.responses)).not.toContain("500");
+      expect(doc.paths["/api/auth/organization/remove-member"]!.post.responses["409"]).toBeDefined();
+      // the library's components live beside IAM's under their own names
+      expect(doc.components.schemas.AuthUser).toBeDefined();
+      expect(doc.components.schemas.Invitation).toBeDefined();
+      expect(JSON.stringify(doc.paths["/api/auth/get-session"])).not.toMatch(/"#\/components\/schemas\/(User|Session)"/);
+    });
+  });
+
   describe("sign-in", () => {
     it("answers a session token and sets an HttpOnly, SameSite=Lax cookie without Secure on localhost", async () => {
       const ada = await signUp(iam);
@@ -235,7 +289,8 @@ describe.each(testDatabases())("clients without a browser on $name", ({ open }) 
 
   it("still refuses a foreign Origin, a null Origin and a cross-site browser request", async () => {
     const ada = await signUp(iam);
-    for (const headers of [{ origin: "https://evil.example" }, { origin: "null" }, { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }]) {
+    const refused: Record<string, string>[] = [{ origin: "https://evil.example" }, { origin: "null" }, { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }];
+    for (const headers of refused) {
       const r = await send("/api/auth/sign-in/email", { email: ada.email, password: PASSWORD }, headers);
       expect(r.status, JSON.stringify(headers)).toBe(403);
     }

@@ -68,8 +68,8 @@ describe.each(testDatabases())("sign-in, sign-up and sign-out pages on $name", (
       expect(page.location).toBe("/device");
     });
 
-    it("keeps page routes out of the OpenAPI description", () => {
-      const paths = Object.keys(iam.app.openApiDocument().paths ?? {});
+    it("keeps page routes out of the OpenAPI description", async () => {
+      const paths = Object.keys((await iam.app.openApiDocument()).paths ?? {});
       for (const page of ["/sign-in", "/sign-up", "/sign-out", "/device", "/onboarding", "/account"]) {
         expect(paths.filter((p) => p === page || p.startsWith(`${page}/`))).toEqual([]);
       }

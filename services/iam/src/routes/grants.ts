@@ -4,6 +4,7 @@ import { errorResponses, forbidden, jsonBody, jsonContent, newId, notFound, secu
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { grants, member, organization } from "../db/schema.js";
+import { changeKeepingAManager } from "../org-managers.js";
 import { isOperatorOnly } from "../permissions.js";
 import { Id, pathParam, Permission } from "./schemas.js";
 
@@ -83,7 +84,7 @@ export function grantRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Grant (granted: true) or deny (false) one permission to a member; a denial wins over any grant or role",
       security: security.anyCredential,
       request: { body: jsonBody(GrantInput) },
-      responses: { 201: jsonContent(GrantSchema, "The created grant or denial"), ...errorResponses(400, 401, 403, 404) },
+      responses: { 201: jsonContent(GrantSchema, "The created grant or denial"), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const input = c.req.valid("json");
@@ -102,10 +103,14 @@ export function grantRoutes(app: ServiceApp, ctx: IamContext) {
         .from(member)
         .where(and(eq(member.organizationId, input.orgId), eq(member.userId, input.userId)));
       if (!membership) throw notFound(`User ${input.userId} is not a member of this organization`);
-      const [row] = await ctx.db
-        .insert(grants)
-        .values({ id: newId("grt"), ...input, expiresAt: input.expiresAt ?? null, createdAt: ctx.clock.now() })
-        .returning();
+      const expiresAt = input.expiresAt ?? null;
+      const change = { kind: "grant", userId: input.userId, permission: input.permission, granted: input.granted, expiresAt } as const;
+      const [row] = await changeKeepingAManager(ctx, input.orgId, change, actorOf(c, caller), (tx) =>
+        tx
+          .insert(grants)
+          .values({ id: newId("grt"), ...input, expiresAt, createdAt: ctx.clock.now() })
+          .returning(),
+      );
       ctx.forgetPrincipals();
       await ctx.audit.record({
         action: "grant.create",
@@ -127,7 +132,7 @@ export function grantRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Remove a grant or denial",
       security: security.anyCredential,
       request: { params: z.object({ id: pathParam("id") }) },
-      responses: { 200: jsonContent(z.object({ id: z.string() }), "The removed grant's id"), ...errorResponses(401, 403, 404) },
+      responses: { 200: jsonContent(z.object({ id: z.string() }), "The removed grant's id"), ...errorResponses(401, 403, 404, 409) },
     }),
     async (c) => {
       const { id } = c.req.valid("param");
@@ -135,7 +140,7 @@ export function grantRoutes(app: ServiceApp, ctx: IamContext) {
       const [row] = await ctx.db.select().from(grants).where(eq(grants.id, id));
       if (!row) throw notFound(`No grant ${id}`);
       requirePermission(caller, "org:manage", { orgId: row.orgId });
-      await ctx.db.delete(grants).where(eq(grants.id, id));
+      await changeKeepingAManager(ctx, row.orgId, { kind: "grant-removed", grantId: id }, actorOf(c, caller), (tx) => tx.delete(grants).where(eq(grants.id, id)));
       ctx.forgetPrincipals();
       await ctx.audit.record({
         action: "grant.delete",

@@ -6,6 +6,7 @@ import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { user } from "../db/schema.js";
+import { ProfileName } from "./schemas.js";
 
 const ProfileSchema = z
   .object({
@@ -21,7 +22,7 @@ const ProfileSchema = z
 /** spec §2.6: name optional min1, image a URI or null (http(s) only: it is shown in pages) */
 export const ProfileInput = z
   .object({
-    name: z.string().min(1).max(100).optional(),
+    name: ProfileName.optional(),
     image: z
       .url({ protocol: /^https?$/ })
       .max(2048)

@@ -4,6 +4,7 @@ import { errorResponses, forbidden, jsonBody, jsonContent, notFound, security, t
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { roleMappings } from "../db/schema.js";
+import { changeKeepingAManager } from "../org-managers.js";
 import { findOrganization } from "../organizations.js";
 import { defaultPermissions, isOperatorOnly, ORG_ROLES } from "../permissions.js";
 import { Id, pathParam, Permission } from "./schemas.js";
@@ -60,7 +61,7 @@ export function roleRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Set the permissions of a role in an organization (replaces the default); an empty list is allowed",
       security: security.anyCredential,
       request: { body: jsonBody(RoleMappingInput) },
-      responses: { 200: jsonContent(RoleMappingSchema, "The mapping now in force"), ...errorResponses(400, 401, 403, 404) },
+      responses: { 200: jsonContent(RoleMappingSchema, "The mapping now in force"), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const input = c.req.valid("json");
@@ -73,10 +74,12 @@ export function roleRoutes(app: ServiceApp, ctx: IamContext) {
         throw forbidden(`Only the operator organization can hold ${forbiddenHere.join(", ")}`);
       }
       const updatedBy = caller.kind === "service" ? caller.serviceId : caller.principal.userId;
-      await ctx.db
-        .insert(roleMappings)
-        .values({ orgId: input.orgId, role: input.role, permissions, updatedAt: ctx.clock.now(), updatedBy })
-        .onConflictDoUpdate({ target: [roleMappings.orgId, roleMappings.role], set: { permissions, updatedAt: ctx.clock.now(), updatedBy } });
+      await changeKeepingAManager(ctx, input.orgId, { kind: "role-mapping", role: input.role, permissions }, actorOf(c, caller), (tx) =>
+        tx
+          .insert(roleMappings)
+          .values({ orgId: input.orgId, role: input.role, permissions, updatedAt: ctx.clock.now(), updatedBy })
+          .onConflictDoUpdate({ target: [roleMappings.orgId, roleMappings.role], set: { permissions, updatedAt: ctx.clock.now(), updatedBy } }),
+      );
       ctx.forgetPrincipals();
       await ctx.audit.record({
         action: "role.upsert",
@@ -98,16 +101,18 @@ export function roleRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Remove an organization's override of a role; the default applies again",
       security: security.anyCredential,
       request: { params: z.object({ orgId: pathParam("orgId"), role: z.string().min(1).max(64).openapi({ param: { name: "role", in: "path" } }) }) },
-      responses: { 200: jsonContent(z.object({ orgId: z.string(), role: z.string() }), "The removed mapping"), ...errorResponses(401, 403, 404) },
+      responses: { 200: jsonContent(z.object({ orgId: z.string(), role: z.string() }), "The removed mapping"), ...errorResponses(401, 403, 404, 409) },
     }),
     async (c) => {
       const { orgId, role } = c.req.valid("param");
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
       requirePermission(caller, "org:manage", { orgId });
-      const deleted = await ctx.db
-        .delete(roleMappings)
-        .where(and(eq(roleMappings.orgId, orgId), eq(roleMappings.role, role)))
-        .returning({ role: roleMappings.role });
+      const deleted = await changeKeepingAManager(ctx, orgId, { kind: "role-mapping", role, permissions: null }, actorOf(c, caller), (tx) =>
+        tx
+          .delete(roleMappings)
+          .where(and(eq(roleMappings.orgId, orgId), eq(roleMappings.role, role)))
+          .returning({ role: roleMappings.role }),
+      );
       if (deleted.length === 0) throw notFound(`No custom mapping for role "${role}" in this organization`);
       ctx.forgetPrincipals();
       await ctx.audit.record({ action: "role.delete", outcome: "success", ...actorOf(c, caller), orgId, targetType: "role", targetId: role });

@@ -8,6 +8,9 @@ export const OrgSlug = z
   .max(63)
   .regex(/^[a-z0-9-]+$/, "Use lowercase letters, digits and hyphens only");
 
+/** A person's name: on the profile, and on sign-up through the auth library (issue 10). */
+export const ProfileName = z.string().min(1).max(100);
+
 /** Identifiers in paths and bodies: min1 per spec, bounded so junk never reaches the database. */
 export const Id = z.string().min(1).max(128);
 

@@ -1,0 +1,104 @@
+import { z } from "@hono/zod-openapi";
+import type { OpenApiDocument } from "@core/kit";
+import type { Auth } from "./auth.js";
+import { LIBRARY_BOUNDS, MEMBER_CHANGE_PATHS } from "./routes/auth-library.js";
+
+type Json = Record<string, unknown>;
+type Operation = Json & { responses?: Record<string, unknown>; security?: unknown; requestBody?: Json; tags?: string[] };
+
+/** Library routes anyone may call: they carry no credential requirement in our description. */
+const PUBLIC = new Set([
+  "/sign-up/email",
+  "/sign-in/email",
+  "/sign-in/magic-link",
+  "/magic-link/verify",
+  "/request-password-reset",
+  "/reset-password",
+  "/reset-password/{token}",
+  "/verify-email",
+  "/send-verification-email",
+  "/get-session",
+  "/jwks",
+  "/ok",
+  "/error",
+]);
+
+/** Routes that answer a redirect to their callback URL instead of JSON when given one. */
+const REDIRECTING = new Set(["/magic-link/verify", "/verify-email", "/reset-password/{token}"]);
+
+const LIBRARY_ERROR = { $ref: "#/components/schemas/AuthLibraryError" };
+const ENVELOPE = { $ref: "#/components/schemas/ErrorEnvelope" };
+const errorAnswer = (description: string, schema: unknown) => ({ description, content: { "application/json": { schema } } });
+
+/**
+ * better-auth's own routes (spec §4.2), described by the library itself and merged into IAM's
+ * description under /api/auth, with what IAM adds around them: its component names prefixed
+ * `Auth` (IAM has an Invitation of its own), the library's error shape `{ code, message }` beside
+ * our envelope (the input screen and IAM's own bounds answer in it), and no 500, which is a bug.
+ */
+export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) => Promise<void> {
+  let library: Promise<Json> | undefined;
+  return async (document) => {
+    // generated once: the library's routes do not change while the process runs
+    library ??= (auth.api as unknown as { generateOpenAPISchema(): Promise<Json> }).generateOpenAPISchema();
+    const { paths, components } = renamed((await library) as { paths: Record<string, Record<string, Operation>>; components: { schemas: Json } });
+    const target = document as unknown as { paths: Record<string, unknown>; components: { schemas: Json } };
+    target.components.schemas = { ...target.components.schemas, ...components.schemas, AuthLibraryError: LIBRARY_ERROR_SCHEMA };
+    for (const [path, item] of Object.entries(paths)) {
+      const at = `/api/auth${path}`;
+      // ours win: /api/auth/profile is IAM's route
+      if (target.paths[at]) continue;
+      for (const operation of Object.values(item)) describeOperation(path, operation);
+      target.paths[at] = item;
+    }
+  };
+}
+
+const LIBRARY_ERROR_SCHEMA = {
+  type: "object",
+  description: "The auth library's own error body (spec §4.2: its routes keep its shapes)",
+  properties: { code: { type: "string" }, message: { type: "string" } },
+  required: ["message"],
+};
+
+function describeOperation(path: string, operation: Operation): void {
+  operation.tags = ["auth library"];
+  operation.security = PUBLIC.has(path) ? [] : [{ sessionCookie: [] }, { bearer: [] }];
+  const responses = Object.fromEntries(Object.entries(operation.responses ?? {}).filter(([status]) => Number(status) < 400));
+  if (REDIRECTING.has(path)) responses["302"] = { description: "Redirect to the callback URL, with ?error= when the token is refused" };
+  responses["400"] = errorAnswer("Invalid input: the library's refusal, or VALIDATION_ERROR in our envelope (U+0000, IAM's bounds)", {
+    anyOf: [LIBRARY_ERROR, ENVELOPE],
+  });
+  for (const [status, text] of [
+    ["401", "No session, or a wrong password or token"],
+    ["403", "Refused: an untrusted Origin, or not allowed"],
+    ["404", "Not found"],
+    ["422", "Refused by the library's rules (an email in use, a password too short)"],
+    ["429", "Rate limited (with Retry-After)"],
+  ] as const) {
+    responses[status] = errorAnswer(text, LIBRARY_ERROR);
+  }
+  if (MEMBER_CHANGE_PATHS.includes(path)) {
+    responses["409"] = errorAnswer("Would leave the organization without a member holding org:manage (LAST_ORG_MANAGER)", ENVELOPE);
+  }
+  operation.responses = responses;
+  // IAM's own bounds on the library's fields, stated where the library states the field
+  const bounds = LIBRARY_BOUNDS[path];
+  const properties = (operation.requestBody as { content?: { "application/json"?: { schema?: { properties?: Record<string, Json> } } } } | undefined)
+    ?.content?.["application/json"]?.schema?.properties;
+  if (!bounds || !properties) return;
+  const ours = (z.toJSONSchema(bounds, { io: "input" }) as { properties: Record<string, Json> }).properties;
+  for (const [field, constraints] of Object.entries(ours)) {
+    if (properties[field]) Object.assign(properties[field]!, pick(constraints, ["minLength", "maxLength"]));
+  }
+}
+
+const pick = (from: Json, keys: string[]) => Object.fromEntries(keys.filter((k) => k in from).map((k) => [k, from[k]]));
+
+/** The library's description with its component names prefixed `Auth` and every reference to them rewritten. */
+function renamed<T>(library: T): T {
+  const text = JSON.stringify(library).replace(/"#\/components\/schemas\/([A-Za-z0-9_]+)"/g, '"#/components/schemas/Auth$1"');
+  const copy = JSON.parse(text) as { components: { schemas: Json } };
+  copy.components.schemas = Object.fromEntries(Object.entries(copy.components.schemas).map(([name, schema]) => [`Auth${name}`, schema]));
+  return copy as T;
+}

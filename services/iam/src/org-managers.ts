@@ -1,0 +1,156 @@
+import { eq, sql } from "drizzle-orm";
+import { ApiError, unixSeconds, type Clock } from "@core/kit";
+import type { Db } from "@core/storage";
+import type { AuditInput, AuditLog } from "./audit.js";
+import { grants, member, organization, roleMappings } from "./db/schema.js";
+import { effectivePermissions, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
+
+/** The permission an organization can never be left without (issue 10: nobody could repair it). */
+export const MANAGE = "org:manage";
+
+/** A change that may take org:manage away from members, as the manager rule sees it. */
+export type ManagerChange =
+  | { kind: "role-mapping"; role: string; permissions: string[] | null }
+  | { kind: "grant"; userId: string; permission: string; granted: boolean; expiresAt: number | null }
+  | { kind: "grant-removed"; grantId: string }
+  | { kind: "member-removed"; userId: string }
+  | { kind: "member-roles"; userId: string; roles: string[] };
+
+interface OrgPermissions {
+  orgType: OrgType;
+  members: { userId: string; roles: string[] }[];
+  overrides: Map<string, string[]>;
+  grants: (GrantLike & { id: string; userId: string })[];
+}
+
+async function load(db: Db, orgId: string): Promise<OrgPermissions | null> {
+  const [org] = await db.select({ orgType: organization.orgType }).from(organization).where(eq(organization.id, orgId));
+  if (!org) return null;
+  const [members, overrides, orgGrants] = await Promise.all([
+    db.select({ userId: member.userId, role: member.role }).from(member).where(eq(member.organizationId, orgId)),
+    db.select({ role: roleMappings.role, permissions: roleMappings.permissions }).from(roleMappings).where(eq(roleMappings.orgId, orgId)),
+    db
+      .select({ id: grants.id, userId: grants.userId, permission: grants.permission, granted: grants.granted, expiresAt: grants.expiresAt })
+      .from(grants)
+      .where(eq(grants.orgId, orgId)),
+  ]);
+  return {
+    orgType: org.orgType,
+    members: members.map((m) => ({ userId: m.userId, roles: rolesOf(m.role) })),
+    overrides: new Map(overrides.map((o) => [o.role, o.permissions])),
+    grants: orgGrants,
+  };
+}
+
+/** The organization as it would be after the change (nothing is written). */
+function applied(org: OrgPermissions, change: ManagerChange): OrgPermissions {
+  switch (change.kind) {
+    case "role-mapping": {
+      const overrides = new Map(org.overrides);
+      if (change.permissions === null) overrides.delete(change.role);
+      else overrides.set(change.role, change.permissions);
+      return { ...org, overrides };
+    }
+    case "grant":
+      return { ...org, grants: [...org.grants, { id: "(new)", ...change }] };
+    case "grant-removed":
+      return { ...org, grants: org.grants.filter((g) => g.id !== change.grantId) };
+    case "member-removed":
+      return { ...org, members: org.members.filter((m) => m.userId !== change.userId) };
+    case "member-roles":
+      return { ...org, members: org.members.map((m) => (m.userId === change.userId ? { ...m, roles: change.roles } : m)) };
+  }
+}
+
+function managers(org: OrgPermissions, nowSeconds: number): number {
+  return org.members.filter((m) =>
+    effectivePermissions({
+      orgType: org.orgType,
+      roles: m.roles,
+      overrides: org.overrides,
+      grants: org.grants.filter((g) => g.userId === m.userId),
+      nowSeconds,
+    }).includes(MANAGE),
+  ).length;
+}
+
+export interface ManagerRule {
+  db: Db;
+  clock: Clock;
+  audit: AuditLog;
+}
+
+type Actor = Pick<AuditInput, "actorType" | "actorId" | "ip" | "userAgent" | "requestId">;
+
+/** 409 LAST_ORG_MANAGER: the change would leave the organization without anyone holding org:manage. */
+class LastManagerRefused extends ApiError {
+  constructor(
+    readonly orgId: string,
+    readonly change: ManagerChange,
+  ) {
+    super(
+      409,
+      "LAST_ORG_MANAGER",
+      `Refused: afterwards no member of this organization would hold ${MANAGE}, and nobody could manage it again. ` +
+        `Give ${MANAGE} to another member first.`,
+      { orgId, change: change.kind },
+    );
+  }
+}
+
+/**
+ * Throws LastManagerRefused when the change would leave an organization that has a member holding
+ * org:manage with none. An organization that has none already (an operator can repair it) is not
+ * held to it.
+ */
+async function refuseLosingTheLastManager(db: Db, clock: Clock, orgId: string, change: ManagerChange): Promise<void> {
+  const org = await load(db, orgId);
+  if (!org) return;
+  const now = unixSeconds(clock.now());
+  if (managers(org, now) > 0 && managers(applied(org, change), now) === 0) throw new LastManagerRefused(orgId, change);
+}
+
+async function auditRefusal(rule: ManagerRule, err: unknown, actor: Actor): Promise<void> {
+  if (!(err instanceof LastManagerRefused)) return;
+  const { change } = err;
+  await rule.audit.record({
+    action: "organization.last_manager_refused",
+    outcome: "failure",
+    ...actor,
+    orgId: err.orgId,
+    targetType: change.kind,
+    targetId: "userId" in change ? change.userId : "role" in change ? change.role : change.grantId,
+    metadata: { change },
+  });
+}
+
+/**
+ * Writes a change of our own routes (roles, grants) in one transaction with the rule's check, the
+ * organization's row locked, so two changes can never each leave one manager. A refusal is audited.
+ */
+export async function changeKeepingAManager<T>(rule: ManagerRule, orgId: string, change: ManagerChange, actor: Actor, write: (tx: Db) => Promise<T>): Promise<T> {
+  try {
+    return await rule.db.transaction(async (tx) => {
+      await tx.execute(sql`select id from iam.organization where id = ${orgId} for update`);
+      await refuseLosingTheLastManager(tx as unknown as Db, rule.clock, orgId, change);
+      return write(tx as unknown as Db);
+    });
+  } catch (err) {
+    // audited after the rollback: the audit log writes through its own connection
+    await auditRefusal(rule, err, actor);
+    throw err;
+  }
+}
+
+/**
+ * The check alone, for a change the auth library writes itself (member removal, role change,
+ * leaving): it runs just before the library's own write, outside any transaction of ours.
+ */
+export async function checkKeepsAManager(rule: ManagerRule, orgId: string, change: ManagerChange, actor: Actor): Promise<void> {
+  try {
+    await refuseLosingTheLastManager(rule.db, rule.clock, orgId, change);
+  } catch (err) {
+    await auditRefusal(rule, err, actor);
+    throw err;
+  }
+}

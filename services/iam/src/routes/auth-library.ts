@@ -1,0 +1,97 @@
+import { z } from "@hono/zod-openapi";
+import { and, eq, or } from "drizzle-orm";
+import type { Context } from "hono";
+import { notFound, rawRequestOf, validationError, type ServiceApp } from "@core/kit";
+import type { Principal } from "@core/service-auth";
+import { actorOf, requireSession } from "../access.js";
+import type { IamContext } from "../app.js";
+import { callAuthLibrary, libraryServes } from "../auth-library.js";
+import { member, user } from "../db/schema.js";
+import { checkKeepsAManager, type ManagerChange } from "../org-managers.js";
+import { rolesOf } from "../permissions.js";
+import { ProfileName } from "./schemas.js";
+
+/**
+ * What IAM holds some library bodies to before the library sees them (its own checks run after):
+ * a name is bounded on sign-up as on the profile (issue 10), and an email as on invitations.
+ */
+export const LIBRARY_BOUNDS: Record<string, z.ZodObject> = {
+  "/sign-up/email": z.looseObject({ name: ProfileName, email: z.string().max(320) }),
+  "/update-user": z.looseObject({ name: ProfileName.optional() }),
+  "/sign-in/magic-link": z.looseObject({ email: z.string().max(320), name: ProfileName.optional() }),
+};
+
+/** Library routes that take members out of an organization or change their roles. */
+const MEMBER_CHANGES: Record<string, (body: Record<string, unknown>, caller: Principal, ctx: IamContext) => Promise<{ orgId: string; change: ManagerChange } | null>> = {
+  "/organization/remove-member": async (body, caller, ctx) => {
+    const orgId = text(body.organizationId) ?? caller.orgId;
+    const who = text(body.memberIdOrEmail);
+    if (!orgId || !who) return null;
+    const [found] = await ctx.db
+      .select({ userId: member.userId })
+      .from(member)
+      .innerJoin(user, eq(user.id, member.userId))
+      .where(and(eq(member.organizationId, orgId), or(eq(member.id, who), eq(user.email, who.toLowerCase()))));
+    return found ? { orgId, change: { kind: "member-removed", userId: found.userId } } : null;
+  },
+  "/organization/update-member-role": async (body, caller, ctx) => {
+    const orgId = text(body.organizationId) ?? caller.orgId;
+    const memberId = text(body.memberId);
+    const roles = typeof body.role === "string" ? rolesOf(body.role) : Array.isArray(body.role) ? body.role.filter((r): r is string => typeof r === "string") : null;
+    if (!orgId || !memberId || !roles) return null;
+    const [found] = await ctx.db.select({ userId: member.userId }).from(member).where(and(eq(member.organizationId, orgId), eq(member.id, memberId)));
+    return found ? { orgId, change: { kind: "member-roles", userId: found.userId, roles } } : null;
+  },
+  "/organization/leave": async (body, caller) => {
+    const orgId = text(body.organizationId);
+    return orgId ? { orgId, change: { kind: "member-removed", userId: caller.userId } } : null;
+  },
+};
+
+/** The library routes whose changes keep an organization's last manager (409 LAST_ORG_MANAGER). */
+export const MEMBER_CHANGE_PATHS = Object.keys(MEMBER_CHANGES);
+
+const text = (value: unknown) => (typeof value === "string" && value.length > 0 ? value : null);
+
+/** The JSON object of the request's body, or null when there is none (the library answers that itself). */
+async function bodyObject(c: Context): Promise<Record<string, unknown> | null> {
+  if (!/json/i.test(c.req.header("content-type") ?? "")) return null;
+  try {
+    const value: unknown = JSON.parse(await c.req.text());
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * better-auth's own routes at /api/auth/* (spec §4.2), behind what IAM adds: routes the library does
+ * not serve get our 404 envelope; IAM's bounds answer VALIDATION_ERROR; member changes keep an
+ * organization's last manager (409 LAST_ORG_MANAGER). Everything else is the library's own answer.
+ */
+export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
+  const serves = libraryServes(ctx.auth);
+  app.on(["GET", "POST"], "/api/auth/*", async (c) => {
+    if (!serves(c.req.method, c.req.path)) throw notFound(`No route for ${c.req.method} ${c.req.path}`);
+    const path = c.req.path.slice("/api/auth".length);
+    const bounds = LIBRARY_BOUNDS[path];
+    const memberChange = MEMBER_CHANGES[path];
+    if (c.req.method === "POST" && (bounds || memberChange)) {
+      const body = await bodyObject(c);
+      if (body && bounds) {
+        const checked = bounds.safeParse(body);
+        if (!checked.success) throw validationError(checked.error, "body");
+      }
+      if (body && memberChange) await keepAManagerThrough(c, ctx, body, memberChange);
+    }
+    return callAuthLibrary(c, ctx, await rawRequestOf(c));
+  });
+}
+
+async function keepAManagerThrough(c: Context, ctx: IamContext, body: Record<string, unknown>, changeOf: (typeof MEMBER_CHANGES)[string]) {
+  // without a session the library refuses the request itself
+  const caller = await requireSession(c, ctx.session).catch(() => null);
+  if (!caller) return;
+  const planned = await changeOf(body, caller.principal, ctx);
+  if (planned) await checkKeepsAManager(ctx, planned.orgId, planned.change, actorOf(c, { kind: "principal", principal: caller.principal }));
+}
