@@ -9,6 +9,7 @@ import { createAuth, type Auth } from "./auth.js";
 import { authLibraryDescription } from "./auth-description.js";
 import type { IamConfig } from "./config.js";
 import { createMailer, type Mailer } from "./mailer.js";
+import { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PrincipalResolver } from "./principals.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { RegistryClient } from "./registry-client.js";
@@ -62,6 +63,7 @@ export interface IamContext {
   deviceFlow: DeviceFlow;
   credentials: CredentialResolvers;
   mailer: Mailer;
+  revocations: UnprovenAccessRevocations;
   session: { secret: string; trustedOrigins: string[]; principals: PrincipalResolver };
 }
 
@@ -88,6 +90,8 @@ export function createApp(deps: IamDeps) {
     principals.forget();
     apiKeys.forget();
   };
+  const revocations = new UnprovenAccessRevocations();
+  const deviceFlow = new DeviceFlow(db, clock, config);
   const auth = createAuth({
     db,
     logger,
@@ -95,6 +99,8 @@ export function createApp(deps: IamDeps) {
     mailer,
     audit,
     onPrincipalsChanged: forgetPrincipals,
+    revocations,
+    onSessionRevoked: (sessionId) => deviceFlow.revokeRefreshOfSession(sessionId),
   });
   const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId));
   const serviceTokens = new ServiceTokens(auth, config.iamUrl, deps.serviceCredentials, clock);
@@ -119,9 +125,10 @@ export function createApp(deps: IamDeps) {
     serviceTokens,
     registry: new RegistryClient(config.registryUrl, serviceTokens, deps.fetch),
     rateLimiter: new RateLimiter(db, clock),
-    deviceFlow: new DeviceFlow(db, clock, config),
+    deviceFlow,
     credentials,
     mailer,
+    revocations,
     session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
   };
 

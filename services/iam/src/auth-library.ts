@@ -1,6 +1,9 @@
+import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { clientIpOf, withRequestId } from "@core/kit";
-import type { AuditLog } from "./audit.js";
+import type { IamContext } from "./app.js";
+import { user } from "./db/schema.js";
+import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
 import { CLIENT_IP_HEADER, DISABLED_PATHS, REQUEST_ID_HEADER, type Auth } from "./auth.js";
 
 interface LibraryEndpoint {
@@ -42,13 +45,16 @@ function isCookielessScript(headers: Headers): boolean {
  * §4.2): with the library's origin checks, rate limits and hooks. Our client address and request
  * id ride along in headers a client cannot set; a 429 gets `Retry-After` and an audit record.
  */
-export async function callAuthLibrary(c: Context, deps: { auth: Auth; audit: AuditLog }, request: Request): Promise<Response> {
+export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Request): Promise<Response> {
   const headers = new Headers(request.headers);
+  const requestId: string = c.get("requestId");
   // our values replace anything a client sent under these names
   headers.set(CLIENT_IP_HEADER, clientIpOf(c));
-  headers.set(REQUEST_ID_HEADER, c.get("requestId"));
+  headers.set(REQUEST_ID_HEADER, requestId);
   if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
   const response = await deps.auth.handler(new Request(request, { headers }));
+  const revoked = deps.revocations.take(requestId);
+  if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
   if (response.status !== 429) return withRequestId(c, response);
   const limited = new Response(response.body, response);
   limited.headers.set("retry-after", response.headers.get("x-retry-after") ?? "60");
@@ -64,11 +70,31 @@ export async function callAuthLibrary(c: Context, deps: { auth: Auth; audit: Aud
   return withRequestId(c, limited);
 }
 
+/** What a call of the library needs: the library, and what tells users and the audit log about it. */
+export type LibraryDeps = Pick<IamContext, "auth" | "audit" | "db" | "mailer" | "revocations" | "config" | "forgetPrincipals">;
+
+/**
+ * The library stripped an unproven account (unproven-access.ts): the owner is told by mail and the
+ * audit log, and a browser carries a notice to the page it lands on.
+ */
+async function afterRevocation(c: Context, deps: LibraryDeps, revoked: RevokedAccess, response: Response): Promise<Response> {
+  const [owner] = await deps.db.select({ email: user.email }).from(user).where(eq(user.id, revoked.userId));
+  await tellOwnerOfRevokedAccess(
+    { audit: deps.audit, mailer: deps.mailer, iamUrl: deps.config.iamUrl, forgetPrincipals: deps.forgetPrincipals },
+    revoked,
+    owner?.email ?? null,
+    { ip: clientIpOf(c), userAgent: c.req.header("user-agent") ?? null, requestId: c.get("requestId") },
+  );
+  const told = new Response(response.body, response);
+  told.headers.append("set-cookie", revokedNoticeCookie(deps.config.secureCookies));
+  return told;
+}
+
 /**
  * A JSON call of a library route on behalf of the browser request `c` (the pages post forms to us,
  * we post JSON to the library): the browser's cookie, origin and fetch metadata go with it.
  */
-export function callAuthLibraryAs(c: Context, deps: { auth: Auth; audit: AuditLog }, method: "GET" | "POST", path: string, body?: unknown) {
+export function callAuthLibraryAs(c: Context, deps: LibraryDeps, method: "GET" | "POST", path: string, body?: unknown) {
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
   headers.delete("content-type");

@@ -9,6 +9,7 @@ import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
 import type { Mailer } from "./mailer.js";
 import type { IamConfig } from "./config.js";
+import type { UnprovenAccessRevocations } from "./unproven-access.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
 export const CLIENT_IP_HEADER = "x-core-client-ip";
@@ -23,6 +24,10 @@ export interface AuthDeps {
   audit: AuditLog;
   /** called after anything that may change a session or a principal (sign-out, org changes) */
   onPrincipalsChanged: () => void;
+  /** what the library takes from unproven accounts, noted per request (unproven-access.ts) */
+  revocations: UnprovenAccessRevocations;
+  /** a session deleted before it expired: the CLI's refresh tokens issued with it must stop working */
+  onSessionRevoked: (sessionId: string) => Promise<void>;
 }
 
 /**
@@ -60,6 +65,20 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/revoke-other-sessions": "session.revoke",
   "/api-key/create": "apikey.create",
   "/api-key/delete": "apikey.delete",
+  "/send-verification-email": "auth.email_verification.request",
+  "/verify-email": "auth.email_verify",
+  "/request-password-reset": "auth.password_reset.request",
+  "/reset-password": "auth.password_reset",
+  "/change-password": "auth.password_change",
+};
+
+/** Library paths after which sessions or permissions may have changed: IAM's caches are dropped. */
+const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
+
+/** The library's redirect answer (a thrown 302), with the address it sends the browser to. */
+const redirectTarget = (returned: unknown): string | null => {
+  const headers = (returned as { headers?: Headers } | null)?.headers;
+  return isAPIError(returned) && headers instanceof Headers ? headers.get("location") : null;
 };
 
 /**
@@ -70,8 +89,8 @@ const AUDITED: Record<string, AuditInput["action"]> = {
  */
 export function createAuth(deps: AuthDeps) {
   const { config } = deps;
-  // sign-out deletes the session before the after hook runs: whose it was is noted on the way
-  const signingOut = new WeakMap<object, string>();
+  // sign-out deletes the session, and a reset needs none, before the after hook runs: who it was is noted on the way
+  const actingUser = new WeakMap<object, string>();
   return betterAuth({
     appName: "Core",
     baseURL: config.iamUrl,
@@ -101,7 +120,34 @@ export function createAuth(deps: AuthDeps) {
         rateLimit: schema.rateLimit,
       },
     }),
-    emailAndPassword: { enabled: true, minPasswordLength: 8, maxPasswordLength: 128, autoSignIn: true },
+    emailAndPassword: {
+      enabled: true,
+      minPasswordLength: 8,
+      maxPasswordLength: 128,
+      autoSignIn: true,
+      // DESIGN §4: signing in needs no proven address; proving it keeps the password when a magic link is used
+      requireEmailVerification: false,
+      // a reset signs every session out, the CLI's included (the pages say so)
+      revokeSessionsOnPasswordReset: true,
+      resetPasswordTokenExpiresIn: 3600,
+      sendResetPassword: async ({ user, token }) => {
+        await deps.mailer.send(passwordResetMail(config.iamUrl, user.email, token));
+      },
+      onPasswordReset: async ({ user }, request) => {
+        if (request) actingUser.set(request, user.id);
+        await deps.mailer.send(passwordChangedMail(config.iamUrl, user.email));
+      },
+    },
+    emailVerification: {
+      // DESIGN §4: sign-up answers with a session at once and mails a verification link
+      sendOnSignUp: true,
+      expiresIn: 24 * 3600,
+      sendVerificationEmail: async ({ user, token }) => {
+        await deps.mailer.send(verificationMail(config.iamUrl, user.email, token));
+      },
+    },
+    // verification identifiers (password-reset tokens among them) are stored hashed, like magic-link tokens
+    verification: { storeIdentifier: "hashed" },
     session: { expiresIn: config.sessionSeconds },
     rateLimit: {
       enabled: config.rateLimits.enabled,
@@ -113,6 +159,12 @@ export function createAuth(deps: AuthDeps) {
         "/sign-up/email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signUp },
         "/sign-in/magic-link": { window: config.rateLimits.windowSeconds, max: config.rateLimits.magicLink },
         "/magic-link/verify": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        // routes that send mail count as magic links do; routes that take a secret as sign-in does
+        "/request-password-reset": { window: config.rateLimits.windowSeconds, max: config.rateLimits.magicLink },
+        "/send-verification-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.magicLink },
+        "/reset-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -127,31 +179,46 @@ export function createAuth(deps: AuthDeps) {
       session: {
         delete: {
           before: async (deleted, ctx) => {
-            if (ctx?.path === "/sign-out" && ctx.request) signingOut.set(ctx.request, deleted.userId);
+            if (ctx?.path === "/sign-out" && ctx.request) actingUser.set(ctx.request, deleted.userId);
+            const requestId = ctx?.path === "/magic-link/verify" ? ctx.request?.headers.get(REQUEST_ID_HEADER) : null;
+            if (requestId) deps.revocations.noteSession(requestId, deleted.userId);
+          },
+          // after the library's transaction commits; an expired session's clean-up revokes nothing
+          after: async (deleted) => {
+            if (new Date(deleted.expiresAt).getTime() > Date.now()) await deps.onSessionRevoked(deleted.id);
+          },
+        },
+      },
+      account: {
+        delete: {
+          before: async (deleted, ctx) => {
+            // only the magic link's proof deletes accounts (better-auth's revokeUnprovenAccountAccess)
+            const requestId = ctx?.path === "/magic-link/verify" ? ctx.request?.headers.get(REQUEST_ID_HEADER) : null;
+            if (requestId) deps.revocations.noteAccount(requestId, deleted.userId, deleted.providerId);
           },
         },
       },
     },
     hooks: {
       after: createAuthMiddleware(async (ctx) => {
-        if (/^\/(organization|revoke|api-key)\b/.test(ctx.path) || ctx.path === "/sign-out") {
-          deps.onPrincipalsChanged();
-        }
+        if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
         const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
         if (!action) return;
         const returned = ctx.context.returned;
-        // redirects (magic-link verify) are thrown as 302 APIErrors: those are successes
-        const failed = isAPIError(returned) && Number(returned.statusCode) >= 400;
+        // redirects (magic-link and email verify) are thrown as 302 APIErrors: successes, unless they carry ?error=
+        const location = redirectTarget(returned);
+        const refusedByRedirect = location !== null && new URL(location, config.iamUrl).searchParams.has("error");
+        const failed = (isAPIError(returned) && Number(returned.statusCode) >= 400) || refusedByRedirect;
         const newSession = ctx.context.newSession;
         const session = ctx.context.session as { user?: { id: string } } | null;
-        const signedOut = ctx.request ? signingOut.get(ctx.request) : undefined;
+        const noted = ctx.request ? actingUser.get(ctx.request) : undefined;
         const headers = ctx.headers ?? ctx.request?.headers;
         const body = (ctx.body ?? {}) as Record<string, unknown>;
         await deps.audit.record({
           action,
           outcome: failed ? "failure" : "success",
-          actorType: newSession || session?.user || signedOut ? "user" : "anonymous",
-          actorId: newSession?.user.id ?? session?.user?.id ?? signedOut ?? null,
+          actorType: newSession || session?.user || noted ? "user" : "anonymous",
+          actorId: newSession?.user.id ?? session?.user?.id ?? noted ?? null,
           targetType: typeof body.email === "string" ? "email" : null,
           targetId: typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null,
           ip: headers?.get(CLIENT_IP_HEADER) ?? null,
@@ -159,7 +226,11 @@ export function createAuth(deps: AuthDeps) {
           requestId: headers?.get(REQUEST_ID_HEADER) ?? null,
           metadata: {
             path: ctx.path,
-            ...(failed ? { code: (returned as { body?: { code?: string } }).body?.code ?? null, status: Number(returned.statusCode) } : {}),
+            ...(refusedByRedirect
+              ? { code: new URL(location!, config.iamUrl).searchParams.get("error")?.slice(0, 64) ?? null }
+              : failed
+                ? { code: (returned as { body?: { code?: string } }).body?.code ?? null, status: Number((returned as { statusCode: unknown }).statusCode) }
+                : {}),
           },
         });
       }),
@@ -219,6 +290,38 @@ export function createAuth(deps: AuthDeps) {
 }
 
 export type Auth = ReturnType<typeof createAuth>;
+
+export function verificationMail(iamUrl: string, email: string, token: string) {
+  return {
+    to: email,
+    subject: "Confirm your email address for Core",
+    text:
+      `Confirm that ${email} is your address by opening this link within 24 hours:\n\n${iamUrl}/verify-email?token=${encodeURIComponent(token)}\n\n` +
+      "A confirmed address keeps your password and sessions when you sign in with an emailed link.\n" +
+      "If you did not create a Core account, ignore this message.\n",
+  };
+}
+
+export function passwordResetMail(iamUrl: string, email: string, token: string) {
+  return {
+    to: email,
+    subject: "Set a new Core password",
+    text:
+      `Set a new password for ${email} by opening this link within 1 hour:\n\n${iamUrl}/reset-password?token=${encodeURIComponent(token)}\n\n` +
+      "Setting it signs every session of the account out, command-line logins included.\n" +
+      "If you did not ask for it, ignore this message: your password stays as it is.\n",
+  };
+}
+
+export function passwordChangedMail(iamUrl: string, email: string) {
+  return {
+    to: email,
+    subject: "Your Core password was changed",
+    text:
+      `The password of ${email} on Core was just set anew, and every session was signed out.\n\n` +
+      `If this was not you, set a new password at once: ${iamUrl}/forgot-password\n`,
+  };
+}
 
 export function invitationMail(iamUrl: string, email: string, orgName: string, invitationId: string) {
   return {

@@ -86,9 +86,10 @@ export class DeviceFlow {
     await this.db.delete(deviceCodes).where(lt(deviceCodes.expiresAt, new Date(now.getTime() - 86_400_000)));
     for (let attempt = 0; ; attempt++) {
       const userCode = newUserCode();
+      const id = newId("dvc");
       try {
         await this.db.insert(deviceCodes).values({
-          id: newId("dvc"),
+          id,
           deviceCodeHash: digest(deviceCode),
           userCode,
           clientId: CLI_CLIENT_ID,
@@ -99,7 +100,7 @@ export class DeviceFlow {
           expiresAt: new Date(now.getTime() + this.times.deviceCodeSeconds * 1000),
           createdAt: now,
         });
-        return { deviceCode, userCode, expiresIn: this.times.deviceCodeSeconds, interval: this.times.deviceIntervalSeconds };
+        return { id, deviceCode, userCode, expiresIn: this.times.deviceCodeSeconds, interval: this.times.deviceIntervalSeconds };
       } catch (err) {
         // another pending request holds this user code (1 in 25.6 billion): draw again
         if (attempt < 5 && isUniqueViolation(err, "device_codes_pending_user_code")) continue;
@@ -199,6 +200,18 @@ export class DeviceFlow {
     }
     const [ended] = await this.db.delete(session).where(eq(session.token, token)).returning({ userId: session.userId });
     return ended ? { kind: "access", userId: ended.userId } : null;
+  }
+
+  /**
+   * A session ended before its time (signed out, revoked, a password reset): the refresh tokens
+   * issued with it stop working too, or the CLI would quietly mint itself a new session.
+   */
+  async revokeRefreshOfSession(sessionId: string): Promise<void> {
+    const families = this.db.select({ familyId: refreshTokens.familyId }).from(refreshTokens).where(eq(refreshTokens.sessionId, sessionId));
+    await this.db
+      .update(refreshTokens)
+      .set({ revokedAt: this.clock.now() })
+      .where(and(inArray(refreshTokens.familyId, families), isNull(refreshTokens.revokedAt)));
   }
 
   private async revokeFamily(familyId: string) {

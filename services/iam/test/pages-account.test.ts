@@ -38,7 +38,7 @@ describe.each(testDatabases())("the /account page on $name", ({ open }) => {
     const page = await new PageBrowser(iam, ada.cookie).get("/account");
     expect(page.status).toBe(200);
     for (const heading of ["Profile", "Organization", "Active sessions", "API keys"]) expect(page.html).toContain(`>${heading}</h2>`);
-    expect(page.html).toContain(`<dd>${ada.email}</dd>`);
+    expect(page.html).toContain(`<dd>${ada.email} <span class="badge warn">not confirmed</span></dd>`);
     expect(page.html.match(/action="\/account\/sessions\/revoke"/g)).toHaveLength(2);
     expect(page.html.match(/<span class="badge">This browser<\/span>/g)).toHaveLength(1);
     expect(textOf(page.html)).toContain("You have no API keys.");

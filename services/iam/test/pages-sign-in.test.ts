@@ -211,7 +211,7 @@ describe.each(testDatabases())("sign-in, sign-up and sign-out pages on $name", (
       expect(r.location).toBe("/onboarding");
       const account = await browser.get("/account");
       expect(account.status).toBe(200);
-      expect(account.html).toContain(`<dd>${email}</dd>`);
+      expect(account.html).toContain(`<dd>${email} <span class="badge warn">not confirmed</span></dd>`);
       expect(account.html).toContain('value="Ada Page"');
     });
 

@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { and, eq, isNotNull } from "drizzle-orm";
 import type { Context } from "hono";
 import { deleteCookie } from "hono/cookie";
 import { ApiError, unauthenticated, type ServiceApp } from "@core/kit";
@@ -6,11 +6,11 @@ import type { Principal } from "@core/service-auth";
 import { SESSION_COOKIES } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
-import { organization, user } from "../db/schema.js";
+import { account, organization, user } from "../db/schema.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
 import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
-import { libraryRefusal, page, pageSession, render, sessionForm, signInAddress } from "./page.js";
+import { libraryRefusal, page, pageSession, redirectWithCookies, render, sessionForm, signInAddress } from "./page.js";
 
 /** What the api-key plugin lists (the key itself is never among it). */
 interface ApiKeyItem {
@@ -25,6 +25,10 @@ interface AccountView {
   viewer: Viewer;
   principal: Principal;
   name: string;
+  /** the address is proven (the verification link was opened, or a magic link was used) */
+  emailVerified: boolean;
+  /** the account has a password (a magic-link-only account has none) */
+  hasPassword: boolean;
   organization: { name: string; slug: string } | null;
   sessions: Awaited<ReturnType<typeof activeSessions>>;
   apiKeys: ApiKeyItem[] | null;
@@ -33,6 +37,8 @@ interface AccountView {
 interface AccountMessages {
   notice?: string | null;
   nameError?: string | null;
+  verifyError?: string | null;
+  passwordError?: string | null;
   sessionsError?: string | null;
   keysError?: string | null;
   /** a key just created: shown this once */
@@ -45,7 +51,13 @@ const NOTICES: Record<string, string> = {
   "created:organization": "Your organization is ready.",
   "revoked:session": "That session is signed out.",
   "revoked:key": "The API key is revoked: it no longer works.",
+  "sent:verification": "We sent a confirmation link to your address. It works for 24 hours.",
+  "sent:password-link": "We sent you a link to set a password. It works once, for 1 hour.",
+  "changed:password": "Your password is changed.",
+  "changed:password-others": "Your password is changed, and your other sessions are signed out.",
 };
+
+const PASSWORD = { min: 8, max: 128 };
 
 /** key lifetimes offered (the plugin allows 1 to 365 days, or none) */
 const KEY_LIFETIMES = [
@@ -77,13 +89,59 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
         <h2 id="profile-heading">Profile</h2>
         <dl class="facts">
           <dt>Email</dt>
-          <dd>{view.principal.email}</dd>
+          <dd>
+            {view.principal.email} {view.emailVerified ? <span class="badge">confirmed</span> : <span class="badge warn">not confirmed</span>}
+          </dd>
         </dl>
+        {view.emailVerified ? null : (
+          <form method="post" action="/account/verify-email" class="inline">
+            <CsrfField token={view.viewer.csrf} />
+            {m.verifyError ? (
+              <Alert kind="error" id="verify-error">
+                {m.verifyError}
+              </Alert>
+            ) : null}
+            <p class="muted">Until you confirm it, signing in with an emailed link removes your password and signs out your other sessions.</p>
+            <button type="submit" class="secondary">
+              Send the confirmation link again
+            </button>
+          </form>
+        )}
         <form method="post" action="/account/profile">
           <CsrfField token={view.viewer.csrf} />
           <Field name="name" label="Name" value={view.name} autocomplete="name" maxlength={100} error={m.nameError} />
           <button type="submit">Save name</button>
         </form>
+      </section>
+
+      <section class="card" aria-labelledby="password-heading" id="password">
+        <h2 id="password-heading">Password</h2>
+        {m.passwordError ? (
+          <Alert kind="error" id="password-error">
+            {m.passwordError}
+          </Alert>
+        ) : null}
+        {view.hasPassword ? (
+          <form method="post" action="/account/password">
+            <CsrfField token={view.viewer.csrf} />
+            <Field name="current" label="Current password" type="password" autocomplete="current-password" maxlength={PASSWORD.max} describedBy={m.passwordError ? "password-error" : null} />
+            <Field name="password" label="New password" type="password" autocomplete="new-password" minlength={PASSWORD.min} maxlength={PASSWORD.max} hint={`At least ${PASSWORD.min} characters.`} />
+            <div class="field">
+              <label>
+                <input type="checkbox" name="signOutOthers" value="yes" checked /> Sign out my other sessions (command-line logins included)
+              </label>
+            </div>
+            <button type="submit">Change password</button>
+          </form>
+        ) : (
+          <form method="post" action="/account/password-link">
+            <CsrfField token={view.viewer.csrf} />
+            <p>This account has no password: you sign in with links we email you. To use a password too, we mail you a link to set one.</p>
+            <button type="submit" class="secondary">
+              Email me a link to set a password
+            </button>
+          </form>
+        )}
       </section>
 
       <section class="card" aria-labelledby="org-heading">
@@ -206,15 +264,28 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
  */
 export function accountPages(app: ServiceApp, ctx: IamContext) {
   async function accountView(c: Context, principal: Principal, viewer: Viewer): Promise<AccountView> {
-    const [row] = await ctx.db.select({ name: user.name }).from(user).where(eq(user.id, principal.userId));
+    const [row] = await ctx.db.select({ name: user.name, emailVerified: user.emailVerified }).from(user).where(eq(user.id, principal.userId));
     if (!row) throw unauthenticated();
+    const [password] = await ctx.db
+      .select({ id: account.id })
+      .from(account)
+      .where(and(eq(account.userId, principal.userId), eq(account.providerId, "credential"), isNotNull(account.password)));
     const [org] = principal.orgId
       ? await ctx.db.select({ name: organization.name, slug: organization.slug }).from(organization).where(eq(organization.id, principal.orgId))
       : [];
     const listed = await callAuthLibraryAs(c, ctx, "GET", "/api-key/list");
     const apiKeys = listed.ok ? ((await listed.json()) as { apiKeys: ApiKeyItem[] }).apiKeys : null;
     apiKeys?.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
-    return { viewer, principal, name: row.name, organization: org ?? null, sessions: await activeSessions(ctx, principal), apiKeys };
+    return {
+      viewer,
+      principal,
+      name: row.name,
+      emailVerified: row.emailVerified,
+      hasPassword: password !== undefined,
+      organization: org ?? null,
+      sessions: await activeSessions(ctx, principal),
+      apiKeys,
+    };
   }
 
   const show = async (c: Context, principal: Principal, viewer: Viewer, messages: AccountMessages = {}, status: 200 | 400 | 404 | 429 | 500 = 200) =>
@@ -225,7 +296,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
     page(ctx, async (c) => {
       const session = await pageSession(c, ctx);
       if (!session) return c.redirect(signInAddress("/account"), 302);
-      const [key, value] = ["saved", "created", "revoked"].map((k) => [k, c.req.query(k)] as const).find(([, v]) => v) ?? [];
+      const [key, value] = ["saved", "created", "revoked", "sent", "changed"].map((k) => [k, c.req.query(k)] as const).find(([, v]) => v) ?? [];
       return show(c, session.principal, session.viewer, { notice: key ? NOTICES[`${key}:${value}`] : null });
     }),
   );
@@ -238,6 +309,44 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       if (!parsed.success) return show(c, caller.principal, viewer, { nameError: "Give a name of 1 to 100 characters." }, 400);
       await updateProfile(c, ctx, caller.principal, parsed.data);
       return c.redirect("/account?saved=profile", 303);
+    }),
+  );
+
+  app.post(
+    "/account/verify-email",
+    page(ctx, async (c) => {
+      const { caller, viewer } = await sessionForm(c, ctx);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/send-verification-email", { email: caller.principal.email });
+      if (!answer.ok) return show(c, caller.principal, viewer, { verifyError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
+      return c.redirect("/account?sent=verification", 303);
+    }),
+  );
+
+  app.post(
+    "/account/password",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const current = form.current ?? "";
+      const password = form.password ?? "";
+      const signOutOthers = form.signOutOthers === "yes";
+      if (!current) return show(c, caller.principal, viewer, { passwordError: "Enter your current password." }, 400);
+      if (password.length < PASSWORD.min || password.length > PASSWORD.max) {
+        return show(c, caller.principal, viewer, { passwordError: `Use a new password of ${PASSWORD.min} to ${PASSWORD.max} characters.` }, 400);
+      }
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/change-password", { currentPassword: current, newPassword: password, revokeOtherSessions: signOutOthers });
+      if (!answer.ok) return show(c, caller.principal, viewer, { passwordError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
+      // signing the others out gives this browser a new session: its cookie comes with the answer
+      return redirectWithCookies(c, answer, `/account?changed=${signOutOthers ? "password-others" : "password"}`);
+    }),
+  );
+
+  app.post(
+    "/account/password-link",
+    page(ctx, async (c) => {
+      const { caller, viewer } = await sessionForm(c, ctx);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/request-password-reset", { email: caller.principal.email });
+      if (!answer.ok) return show(c, caller.principal, viewer, { passwordError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
+      return c.redirect("/account?sent=password-link", 303);
     }),
   );
 

@@ -4,11 +4,14 @@ import { accountPages } from "./account.js";
 import { devicePages } from "./device.js";
 import { STYLESHEET_PATH } from "./layout.js";
 import { onboardingPages } from "./onboarding.js";
+import { isSignedIn, page } from "./page.js";
+import { passwordPages } from "./password.js";
+import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
-export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account)(\/|$)/.test(path);
+export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email)(\/|$)/.test(path);
 
 /**
  * The browser pages IAM serves (issue 3): server-rendered HTML, no script, CSRF tokens on every
@@ -20,4 +23,11 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   devicePages(app, ctx);
   onboardingPages(app, ctx);
   accountPages(app, ctx);
+  passwordPages(app, ctx);
+  verifyEmailPages(app, ctx);
+  // a browser landing on IAM itself (the magic link's default callback) goes to its account or to sign-in
+  app.get(
+    "/",
+    page(ctx, async (c) => c.redirect((await isSignedIn(c, ctx)) ? "/account" : "/sign-in", 302)),
+  );
 }

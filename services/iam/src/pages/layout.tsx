@@ -6,6 +6,8 @@ export interface Viewer {
   email: string;
   /** the CSRF token of this viewer's forms */
   csrf: string;
+  /** something the viewer must be told once, on whatever page comes next */
+  notice?: string | null;
 }
 
 export const STYLESHEET_PATH = "/assets/pages.css";
@@ -40,6 +42,11 @@ export function Layout(props: { title: string; viewer?: Viewer | null; children?
         </header>
         <main id="main">
           <h1>{props.title}</h1>
+          {props.viewer?.notice ? (
+            <Alert kind="info" id="notice">
+              {props.viewer.notice}
+            </Alert>
+          ) : null}
           {props.children}
         </main>
       </body>

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { deleteCookie, getCookie } from "hono/cookie";
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { ApiError, forbidden, loggableError } from "@core/kit";
@@ -7,6 +8,7 @@ import { requireSession, requireTrustedOrigin, sessionTokenFromCookie, type Sess
 import type { IamContext } from "../app.js";
 import { browserBinding, CSRF_FIELD, csrfToken, csrfTokenMatches, type CsrfBinding } from "./csrf.js";
 import { MessagePage, type Viewer } from "./layout.js";
+import { REVOKED_NOTICE, REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 
 type Markup = HtmlEscapedString | Promise<HtmlEscapedString>;
 
@@ -28,12 +30,34 @@ export async function render(c: Context, page: Markup, status: 200 | 400 | 401 |
   return c.html(html`<!DOCTYPE html>${await page}`, status);
 }
 
-/** A GET page's signed-in user (from the session cookie only), or null. */
+const NOTICES: Record<string, string> = {
+  [REVOKED_NOTICE]:
+    "You signed in with a link sent to your address before it was confirmed. To keep the account safe, its password was " +
+    "removed and its other sessions were signed out, command-line logins included. Your address is confirmed now: " +
+    "set a new password below if you want one. We sent you a mail about it too.",
+};
+
+/** A notice carried by cookie to the next page (unproven-access.ts), shown once. */
+function takeNotice(c: Context, secure: boolean): string | null {
+  const key = getCookie(c, REVOKED_NOTICE_COOKIE);
+  if (!key) return null;
+  deleteCookie(c, REVOKED_NOTICE_COOKIE, { path: "/", secure });
+  return NOTICES[key] ?? null;
+}
+
+/** Whether the browser is signed in (the session cookie only): for pages that send a signed-in user elsewhere. */
+export async function isSignedIn(c: Context, ctx: IamContext): Promise<boolean> {
+  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  return token !== null && (await ctx.principals.bySessionToken(token)) !== null;
+}
+
+/** A GET page's signed-in user (from the session cookie only) with what the page shows them, or null. */
 export async function pageSession(c: Context, ctx: IamContext): Promise<{ principal: Principal; token: string; viewer: Viewer } | null> {
   const token = sessionTokenFromCookie(c, ctx.session.secret);
   const principal = token ? await ctx.principals.bySessionToken(token) : null;
   if (!token || !principal) return null;
-  return { principal, token, viewer: { email: principal.email ?? "", csrf: csrfToken(ctx.session.secret, { kind: "session", value: token }) } };
+  const viewer = { email: principal.email ?? "", csrf: csrfToken(ctx.session.secret, { kind: "session", value: token }), notice: takeNotice(c, ctx.config.secureCookies) };
+  return { principal, token, viewer };
 }
 
 export type Form = Record<string, string>;
@@ -146,6 +170,8 @@ export async function libraryRefusal(c: Context, answer: Response): Promise<stri
   switch (body.code) {
     case "INVALID_EMAIL_OR_PASSWORD":
       return "Wrong email or password.";
+    case "INVALID_PASSWORD":
+      return "Your current password is wrong.";
     case "USER_ALREADY_EXISTS":
     case "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL":
       return "An account with this email already exists. Sign in instead.";

@@ -5,7 +5,7 @@ import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
-import { browserForm, libraryRefusal, page, pageSession, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
+import { browserForm, isSignedIn, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
 
 type Notice = { kind: "error" | "success" | "info"; text: string } | null;
 
@@ -37,6 +37,9 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
           <Field name="password" label="Password" type="password" autocomplete="current-password" maxlength={128} describedBy={props.passwordError ? "sign-in-error" : null} />
           <button type="submit">Sign in</button>
         </form>
+        <p>
+          <a href="/forgot-password">Forgot your password?</a>
+        </p>
       </section>
       <section class="card" aria-labelledby="link-heading">
         <h2 id="link-heading">Or with a link by email</h2>
@@ -91,7 +94,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-in",
     page(ctx, async (c) => {
       const next = safeNext(c.req.query("next"));
-      if (await pageSession(c, ctx)) return c.redirect(next ?? "/account", 302);
+      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/account", 302);
       const notice: Notice = c.req.query("signed_out")
         ? { kind: "success", text: "You are signed out." }
         : c.req.query("error")
@@ -154,7 +157,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-up",
     page(ctx, async (c) => {
       const next = safeNext(c.req.query("next"));
-      if (await pageSession(c, ctx)) return c.redirect(next ?? "/account", 302);
+      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/account", 302);
       return render(c, <SignUpPage csrf={browserCsrf(c, ctx)} next={next} />);
     }),
   );

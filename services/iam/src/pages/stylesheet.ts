@@ -68,6 +68,7 @@ ul.items li { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: cent
 ul.items li:first-child { border-top: 0; }
 .item-text { min-width: 0; overflow-wrap: anywhere; }
 .badge { display: inline-block; font-size: .75rem; font-weight: 700; padding: 0 .5rem; border-radius: 999px; background: #dbeafe; color: #1e3a8a; }
+.badge.warn { background: #fef3c7; color: #78350f; }
 .divider { border: 0; border-top: 1px solid #e5e7eb; margin: 1.25rem 0; }
 @media (max-width: 30rem) {
   main { margin-top: 1rem; padding: 0 .5rem; }

@@ -115,7 +115,8 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
         if (limits.enabled) await ctx.rateLimiter.hit(`device-code:${clientIpOf(c)}`, 30, limits.windowSeconds);
         const started = await ctx.deviceFlow.start(requester(c));
         const userCode = displayUserCode(started.userCode);
-        await ctx.audit.record({ action: "device.start", outcome: "success", ...actorOf(c, null), metadata: { userCode } });
+        // the user code is a short-lived credential: the log names the request, never the code
+        await ctx.audit.record({ action: "device.start", outcome: "success", ...actorOf(c, null), targetType: "device_code", targetId: started.id });
         return c.json(
           {
             device_code: started.deviceCode,
@@ -288,7 +289,7 @@ export async function decideDeviceLogin(c: Context, ctx: IamContext, userId: str
     actorId: userId,
     targetType: "device_code",
     targetId: decided.id,
-    metadata: { userCode: displayUserCode(decided.userCode), requesterIp: decided.requesterIp, requesterAgent: decided.requesterAgent },
+    metadata: { requesterIp: decided.requesterIp, requesterAgent: decided.requesterAgent },
   });
   return decided;
 }

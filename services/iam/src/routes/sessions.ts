@@ -129,6 +129,7 @@ export async function revokeSession(c: Context, ctx: IamContext, principal: Prin
     .where(and(eq(session.id, id), eq(session.userId, principal.userId)))
     .returning({ id: session.id });
   if (deleted.length === 0) throw notFound("No such session of yours");
+  await ctx.deviceFlow.revokeRefreshOfSession(id);
   ctx.forgetPrincipals();
   await ctx.audit.record({
     action: "session.revoke",
