@@ -4,7 +4,9 @@ import { clientIpOf, withRequestId } from "@core/kit";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
-import { CLIENT_IP_HEADER, DISABLED_PATHS, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
+import { sessionTokenFromCookie } from "./access.js";
+import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, type Auth } from "./auth.js";
 
 interface LibraryEndpoint {
   path?: string;
@@ -51,6 +53,9 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   // our values replace anything a client sent under these names
   headers.set(CLIENT_IP_HEADER, clientIpOf(c));
   headers.set(REQUEST_ID_HEADER, requestId);
+  headers.delete(ACTOR_HEADER);
+  const actor = isAuditedLibraryPath(new URL(request.url).pathname.slice("/api/auth".length)) ? await sessionUserOf(c, deps) : null;
+  if (actor) headers.set(ACTOR_HEADER, actor);
   if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
   const response = await deps.auth.handler(new Request(request, { headers }));
   const revoked = deps.revocations.take(requestId);
@@ -70,8 +75,15 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   return withRequestId(c, limited);
 }
 
+/** The user of the request's session (cookie, else bearer token), for the audit log; null without one. */
+async function sessionUserOf(c: Context, deps: LibraryDeps): Promise<string | null> {
+  const token = sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c);
+  if (!token || token.length > MAX_CREDENTIAL_LENGTH) return null;
+  return (await deps.principals.bySessionToken(token))?.userId ?? null;
+}
+
 /** What a call of the library needs: the library, and what tells users and the audit log about it. */
-export type LibraryDeps = Pick<IamContext, "auth" | "audit" | "db" | "mailer" | "revocations" | "config" | "forgetPrincipals">;
+export type LibraryDeps = Pick<IamContext, "auth" | "audit" | "db" | "mailer" | "revocations" | "config" | "forgetPrincipals" | "principals" | "session">;
 
 /**
  * The library stripped an unproven account (unproven-access.ts): the owner is told by mail and the

@@ -15,6 +15,12 @@ import type { UnprovenAccessRevocations } from "./unproven-access.js";
 export const CLIENT_IP_HEADER = "x-core-client-ip";
 /** Header our HTTP layer sets to the request's id, so audit records of library routes carry it. */
 export const REQUEST_ID_HEADER = "x-core-request-id";
+/**
+ * Header our HTTP layer sets to the user of the request's session (cookie or bearer token): the
+ * library's after hook knows the session of some routes only (not of organization routes called
+ * with a bearer token), and the audit log must name the actor of each.
+ */
+export const ACTOR_HEADER = "x-core-actor";
 
 export interface AuthDeps {
   db: Db;
@@ -71,6 +77,9 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/reset-password": "auth.password_reset",
   "/change-password": "auth.password_change",
 };
+
+/** Whether a library path's outcome goes to the audit log. */
+export const isAuditedLibraryPath = (path: string) => path in AUDITED || path.startsWith("/organization/");
 
 /** Library paths after which sessions or permissions may have changed: IAM's caches are dropped. */
 const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
@@ -217,8 +226,9 @@ export function createAuth(deps: AuthDeps) {
         await deps.audit.record({
           action,
           outcome: failed ? "failure" : "success",
-          actorType: newSession || session?.user || noted ? "user" : "anonymous",
-          actorId: newSession?.user.id ?? session?.user?.id ?? noted ?? null,
+          actorType: newSession || session?.user || noted || headers?.get(ACTOR_HEADER) ? "user" : "anonymous",
+          actorId: newSession?.user.id ?? session?.user?.id ?? noted ?? headers?.get(ACTOR_HEADER) ?? null,
+          orgId: typeof body.organizationId === "string" ? body.organizationId.slice(0, 128) : null,
           targetType: typeof body.email === "string" ? "email" : null,
           targetId: typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null,
           ip: headers?.get(CLIENT_IP_HEADER) ?? null,

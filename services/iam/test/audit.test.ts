@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "@core/kit";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { AuditLog } from "../src/audit.js";
 import { call, createIam, failingFields, joinOrg, nowSeconds, operator, PASSWORD, serviceToken, signIn, signUp, staffedOrg, tenantOrg, uniqueEmail, type Iam, iamWithOperator, type Operator } from "./support/harness.js";
 
 const EVENT_KEYS = ["action", "actorId", "actorType", "at", "id", "ip", "metadata", "orgId", "outcome", "requestId", "targetId", "targetType", "userAgent"];
@@ -157,6 +159,43 @@ describe.each(testDatabases())("audit on $name", ({ open }) => {
       expect(r.status).toBe(503);
       const [event] = await eventsWhere({ action: "platform.status" }).then((all) => all.filter((e) => e.targetId === platformId));
       expect(event).toMatchObject({ outcome: "failure", actorId: op.userId, targetType: "platform", metadata: { status: "suspended" } });
+    });
+  });
+
+  describe("what events say and keep", () => {
+    it("names the actor and organization of an organization action made with a bearer token", async () => {
+      const { orgId, owner } = await tenantOrg(iam, op);
+      const member = await joinOrg(iam, orgId, owner, "member");
+      const r = await call(iam, "POST", "/api/auth/organization/set-active", { token: member.token, body: { organizationId: orgId } });
+      expect(r.status).toBe(200);
+      const [event] = await eventsWhere({ action: "organization.library_action", actorId: member.userId });
+      expect(event).toMatchObject({ actorType: "user", actorId: member.userId, orgId, outcome: "success", metadata: { path: "/organization/set-active" } });
+    });
+
+    it("keeps no device user code: the events name the request instead", async () => {
+      const started = await call(iam, "POST", "/oauth/device/code", { body: { client_id: "core-cli" } });
+      const ada = await signUp(iam);
+      expect((await call(iam, "POST", "/oauth/device/authorize", { token: ada.token, body: { user_code: started.body.user_code } })).status).toBe(200);
+      const code = started.body.user_code as string;
+      const events = [...(await eventsWhere({ action: "device.start" })).slice(0, 1), ...(await eventsWhere({ action: "device.approve", actorId: ada.userId }))];
+      expect(events).toHaveLength(2);
+      for (const event of events) {
+        expect(JSON.stringify(event)).not.toContain(code);
+        expect(JSON.stringify(event)).not.toContain(code.replace("-", ""));
+        expect(event).toMatchObject({ targetType: "device_code", targetId: expect.stringMatching(/^dvc_/) });
+      }
+    });
+
+    it("logs a failed audit write without the statement's parameters (emails, addresses)", async () => {
+      const lines: string[] = [];
+      const logger = createLogger("iam", "info", { write: (line: string) => void lines.push(line) });
+      const log = new AuditLog(database.db, iam.clock, logger);
+      // jsonb cannot hold U+0000: the insert fails inside the database, with every parameter in the driver's message
+      await log.record({ action: "auth.sign_in", outcome: "failure", actorType: "anonymous", targetType: "email", targetId: "secret-ada@example.com", ip: "203.0.113.77", metadata: { x: "\u0000" } });
+      const text = lines.join("");
+      expect(text).toContain("audit write failed");
+      expect(text).not.toContain("secret-ada@example.com");
+      expect(text).not.toContain("203.0.113.77");
     });
   });
 
