@@ -1,4 +1,4 @@
-import { OpenAPIHono, type z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
@@ -7,7 +7,7 @@ import { ApiError, envelope, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
-import { ErrorEnvelopeSchema, withKitStatuses } from "./openapi.js";
+import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
 
 export interface KitVariables {
@@ -48,6 +48,14 @@ export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
 const FORM_MEDIA = /^(application\/x-www-form-urlencoded|multipart\/form-data)$/i;
+
+/** The health answer of spec §2.4. */
+const HealthSchema = z
+  .object({
+    status: z.enum(["healthy", "degraded"]),
+    checks: z.record(z.string(), z.object({ status: z.enum(["ok", "fail"]), latencyMs: z.number().int(), error: z.string().optional() })),
+  })
+  .openapi("Health");
 
 export function requestIdOf(c: Context): string {
   return (c.get("requestId" as never) as string | undefined) ?? "unknown";
@@ -159,6 +167,24 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/metrics", async (c) => {
     c.header("content-type", metrics.registry.contentType);
     return c.body(await metrics.registry.metrics());
+  });
+
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/health",
+    summary: "Health of the service and of what it depends on (spec §2.4)",
+    tags: ["operations"],
+    responses: {
+      200: jsonContent(HealthSchema, "Every check passed: healthy"),
+      503: jsonContent(HealthSchema, "A check failed: degraded, with the failing check's error"),
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/metrics",
+    summary: "Request counts and durations in the Prometheus text format",
+    tags: ["operations"],
+    responses: { 200: { description: "Prometheus text exposition format", content: { "text/plain": { schema: z.string() } } } },
   });
 
   const documentConfig = {

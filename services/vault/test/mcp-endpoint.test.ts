@@ -136,6 +136,28 @@ describe("every tool over raw HTTP", () => {
   });
 });
 
+describe("the description of POST /mcp", () => {
+  const post = (body: string, contentType = "application/json") =>
+    fetch(served.server.mcpUrl, { method: "POST", headers: { "content-type": contentType }, body });
+
+  it("describes POST /mcp, /health and /metrics, and each answer it lists is one the endpoint gives", async () => {
+    const doc = (await (await fetch(`${served.server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    expect(Object.keys(doc.paths).sort()).toEqual(["/health", "/mcp", "/metrics"]);
+    const listed = Object.keys(doc.paths["/mcp"]!.post!.responses).sort();
+    expect(listed).toEqual(["200", "202", "400", "413", "415"]);
+    const seen = [
+      (await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }))).status,
+      (await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status,
+      (await post("{not json")).status,
+      (await post('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":"a\\u0000"}}}')).status,
+      (await post(`{"jsonrpc":"2.0","id":1,"method":"ping","params":${"[".repeat(100)}${"]".repeat(100)}}`)).status,
+      (await post(JSON.stringify({ pad: "x".repeat(1024 * 1024) }))).status,
+      (await post("ping", "text/plain")).status,
+    ];
+    expect(seen).toEqual([200, 202, 400, 400, 400, 413, 415]);
+  });
+});
+
 describe("the kit's routes", () => {
   it("serves /health, /metrics and /docs like every service", async () => {
     const health = await fetch(`${served.server.url}/health`);
