@@ -22,6 +22,7 @@ const STATUS_TEXT: Record<number, string> = {
   409: "Conflicts with the current state",
   413: "Request body too large (PAYLOAD_TOO_LARGE)",
   415: "The request body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
+  431: "The URL and headers exceed 16 KiB (HEADERS_TOO_LARGE)",
   429: "Rate limited (RATE_LIMITED, with Retry-After)",
   502: "An upstream service failed (UPSTREAM_UNAVAILABLE)",
   503: "An upstream service is unavailable (UPSTREAM_UNAVAILABLE)",
@@ -43,14 +44,14 @@ const BODILESS = new Set(["get", "head", "options"]);
 /**
  * The statuses the kit itself can answer on any route (DESIGN §3), added to each operation of a
  * description that does not list them: 400 (input screening: U+0000 in any path or query value,
- * malformed or too deep JSON), 413 and 415 wherever a body can be sent, 401 where a credential is
- * required. A client reading the description then meets no status it was not told of.
+ * malformed or too deep JSON), 431 (a URL and headers beyond the HTTP server's 16 KiB), 413 and
+ * 415 wherever a body can be sent, 401 where a credential is required. A client reading the description then meets no status it was not told of.
  */
 export function withKitStatuses<T extends { paths?: Record<string, unknown> }>(document: T): T {
   for (const item of Object.values(document.paths ?? {}) as Record<string, Operation>[]) {
     for (const [method, operation] of Object.entries(item)) {
       if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue;
-      const statuses = [400, ...(BODILESS.has(method) ? [] : [413, 415]), ...(operation.security?.length ? [401] : [])];
+      const statuses = [400, 431, ...(BODILESS.has(method) ? [] : [413, 415]), ...(operation.security?.length ? [401] : [])];
       const responses = (operation.responses ??= {});
       for (const status of statuses) {
         responses[status] ??= { description: STATUS_TEXT[status], content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } } };

@@ -1,4 +1,7 @@
 import { serve, type ServerType } from "@hono/node-server";
+import { randomUUID } from "node:crypto";
+import type { Duplex } from "node:stream";
+import { envelope } from "./errors.js";
 import type { Logger } from "./logger.js";
 
 export interface RunningServer {
@@ -26,7 +29,25 @@ export function listen(app: Fetchable, port: number, host: string): Promise<Runn
       });
     });
     server.once("error", onError);
+    server.on("clientError", answerUnparsableRequest);
   });
+}
+
+/**
+ * Requests the HTTP parser refuses before any route runs (a URL or headers beyond its 16 KiB, bytes
+ * that are not HTTP) get the error envelope too, instead of Node's bare status line: 431 for
+ * headers too large, 400 for anything else.
+ */
+function answerUnparsableRequest(err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) return void socket.destroy();
+  const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+  const [status, reason, code, message] = tooLarge
+    ? [431, "Request Header Fields Too Large", "HEADERS_TOO_LARGE", "The request line and headers exceed 16 KiB"]
+    : [400, "Bad Request", "BAD_REQUEST", "The request is not valid HTTP"];
+  const body = JSON.stringify(envelope(code, message, randomUUID(), null));
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** Stop accepting, let in-flight requests finish (up to 10 s), then drop idle keep-alive sockets. */

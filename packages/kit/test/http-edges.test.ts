@@ -42,6 +42,40 @@ describe("requests without a body over real HTTP", () => {
   });
 });
 
+describe("requests the HTTP parser refuses", () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    const app = createServiceApp({ service: "t", title: "t", logger: silentLogger() });
+    app.get("/ok", (c) => c.json({ ok: true }));
+    server = await listen(app, 0, "127.0.0.1");
+  });
+  afterAll(() => server.close());
+
+  it("answers a URL or headers beyond 16 KiB with 431 in the error envelope, not a bare status line", async () => {
+    for (const url of [`${server.url}/ok?q=${"x".repeat(20_000)}`, `${server.url}/ok`]) {
+      const headers: Record<string, string> = url.endsWith("/ok") ? { "x-padding": "p".repeat(20_000) } : {};
+      const res = await fetch(url, { headers });
+      expect(res.status).toBe(431);
+      expect(await res.json()).toEqual({ error: { code: "HEADERS_TOO_LARGE", message: "The request line and headers exceed 16 KiB", requestId: expect.any(String), details: null } });
+    }
+    expect((await fetch(`${server.url}/ok?q=${"x".repeat(8_000)}`)).status).toBe(200);
+  });
+
+  it("answers bytes that are not HTTP with 400 in the error envelope", async () => {
+    const { connect } = await import("node:net");
+    const url = new URL(server.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => socket.write("GARBAGE \u0000 nonsense\r\n\r\n"));
+      let text = "";
+      socket.on("data", (d) => (text += d));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).error.code).toBe("BAD_REQUEST");
+  });
+});
+
 describe("loggableError", () => {
   it("keeps a failed query's statement and the driver's message but never its parameters", async () => {
     const { loggableError } = await import("../src/app.js");

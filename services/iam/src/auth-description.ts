@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { OpenApiDocument } from "@core/kit";
-import type { Auth } from "./auth.js";
+import { UNSERVED_ROUTES, type Auth } from "./auth.js";
 import { LIBRARY_BOUNDS, MEMBER_CHANGE_PATHS } from "./routes/auth-library.js";
 
 type Json = Record<string, unknown>;
@@ -48,7 +48,10 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
       const at = `/api/auth${path}`;
       // ours win: /api/auth/profile is IAM's route
       if (target.paths[at]) continue;
-      for (const operation of Object.values(item)) describeOperation(path, operation);
+      for (const [method, operation] of Object.entries(item)) {
+        if (UNSERVED_ROUTES.includes(`${method.toUpperCase()} ${path}`)) delete item[method];
+        else describeOperation(path, operation);
+      }
       target.paths[at] = item;
     }
   };
@@ -65,18 +68,21 @@ function describeOperation(path: string, operation: Operation): void {
   operation.tags = ["auth library"];
   operation.security = PUBLIC.has(path) ? [] : [{ sessionCookie: [] }, { bearer: [] }];
   const responses = Object.fromEntries(Object.entries(operation.responses ?? {}).filter(([status]) => Number(status) < 400));
+  // some routes say nothing of their success: it is the library's JSON answer
+  if (!Object.keys(responses).some((status) => status.startsWith("2"))) responses["200"] = { description: "The library's answer" };
   if (REDIRECTING.has(path)) responses["302"] = { description: "Redirect to the callback URL, with ?error= when the token is refused" };
   responses["400"] = errorAnswer("Invalid input: the library's refusal, or VALIDATION_ERROR in our envelope (U+0000, IAM's bounds)", {
     anyOf: [LIBRARY_ERROR, ENVELOPE],
   });
+  // the library's own error, or our envelope: for input the screen refuses, paths it does not serve, and refusals it sends without a body
   for (const [status, text] of [
     ["401", "No session, or a wrong password or token"],
     ["403", "Refused: an untrusted Origin, or not allowed"],
-    ["404", "Not found"],
+    ["404", "Not found, or a path the library does not serve"],
     ["422", "Refused by the library's rules (an email in use, a password too short)"],
     ["429", "Rate limited (with Retry-After)"],
   ] as const) {
-    responses[status] = errorAnswer(text, LIBRARY_ERROR);
+    responses[status] = errorAnswer(text, { anyOf: [LIBRARY_ERROR, ENVELOPE] });
   }
   if (MEMBER_CHANGE_PATHS.includes(path)) {
     responses["409"] = errorAnswer("Would leave the organization without a member holding org:manage (LAST_ORG_MANAGER)", ENVELOPE);

@@ -1,12 +1,13 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
-import { clientIpOf, withRequestId } from "@core/kit";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ApiError, clientIpOf, errorResponse, withRequestId, type ErrorCode } from "@core/kit";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
 import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
 import { sessionTokenFromCookie } from "./access.js";
-import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, type Auth } from "./auth.js";
+import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, UNSERVED_ROUTES, type Auth } from "./auth.js";
 
 interface LibraryEndpoint {
   path?: string;
@@ -21,7 +22,7 @@ export function libraryServes(auth: Auth): (method: string, path: string) => boo
   const routes = Object.values(auth.api as Record<string, LibraryEndpoint>)
     .filter((e) => e.path && !e.options?.metadata?.SERVER_ONLY && !DISABLED_PATHS.includes(e.path))
     .map((e) => ({
-      methods: new Set([e.options?.method ?? []].flat()),
+      methods: new Set([e.options?.method ?? []].flat().filter((m) => !UNSERVED_ROUTES.includes(`${m} ${e.path}`))),
       pattern: new RegExp(`^/api/auth${e.path!.replace(/:\w+/g, "[^/]+")}$`),
     }));
   return (method, path) => routes.some((r) => r.methods.has(method) && r.pattern.test(path));
@@ -60,6 +61,7 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   const response = await deps.auth.handler(new Request(request, { headers }));
   const revoked = deps.revocations.take(requestId);
   if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
+  if (response.status >= 400 && response.status !== 429) return withRequestId(c, await withErrorBody(c, response));
   if (response.status !== 429) return withRequestId(c, response);
   const limited = new Response(response.body, response);
   limited.headers.set("retry-after", response.headers.get("x-retry-after") ?? "60");
@@ -73,6 +75,20 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
     metadata: { path: new URL(request.url).pathname },
   });
   return withRequestId(c, limited);
+}
+
+const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND" };
+
+/**
+ * Some library refusals have no body (organization routes without a session answer a bare 401):
+ * those get our envelope, so every error a client meets says what it is.
+ */
+async function withErrorBody(c: Context, response: Response): Promise<Response> {
+  const text = await response.clone().text();
+  if (text.trim() !== "") return response;
+  const code = EMPTY_ERROR_CODES[response.status] ?? "REFUSED";
+  const message = response.status === 401 ? "Sign in first: this route needs a session" : response.statusText || "The request was refused";
+  return errorResponse(c, new ApiError(response.status as ContentfulStatusCode, code, message));
 }
 
 /** The user of the request's session (cookie, else bearer token), for the audit log; null without one. */

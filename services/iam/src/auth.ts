@@ -59,6 +59,12 @@ export const DISABLED_PATHS = [
   "/reference",
 ];
 
+/**
+ * Routes the library declares but cannot serve as configured: a POST to get-session needs a
+ * session option we do not use, and answers 405 otherwise. Ours is the 404 envelope.
+ */
+export const UNSERVED_ROUTES = ["POST /get-session"];
+
 /** Library paths whose outcome goes to the audit log, with the action they stand for. */
 const AUDITED: Record<string, AuditInput["action"]> = {
   "/sign-in/email": "auth.sign_in",

@@ -100,6 +100,12 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       }
     });
 
+    it("gives a refusal the library sends without a body the error envelope", async () => {
+      const r = await call(iam, "POST", "/api/auth/organization/create", { headers: { origin: iam.origin }, body: { name: "x", slug: "x" } });
+      expect(r.status).toBe(401);
+      expect(r.body.error).toMatchObject({ code: "UNAUTHENTICATED", requestId: expect.any(String), details: null });
+    });
+
     it("bounds the name of update-user too", async () => {
       const ada = await signUp(iam);
       const r = await call(iam, "POST", "/api/auth/update-user", { token: ada.token, headers: { origin: iam.origin }, body: { name: "n".repeat(101) } });

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { clientIpOf, errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import { clientIpOf, ErrorEnvelopeSchema, errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
@@ -43,7 +43,10 @@ function oauthFailure(c: Context, err: unknown) {
 const requester = (c: Context) => ({ ip: clientIpOf(c), userAgent: c.req.header("user-agent") ?? null });
 
 const OAuthErrorSchema = z.object({ error: z.string(), error_description: z.string() }).openapi("OAuthError");
-const oauthErrors = { 400: jsonContent(OAuthErrorSchema, "RFC 6749 §5.2 / RFC 8628 §3.5 error") };
+/** RFC errors from the routes; the input screen refuses what no route may read (U+0000, deep JSON) in our envelope. */
+const oauthErrors = {
+  400: jsonContent(z.union([OAuthErrorSchema, ErrorEnvelopeSchema]), "RFC 6749 §5.2 / RFC 8628 §3.5 error, or the error envelope for unreadable input"),
+};
 const TokenSchema = z
   .object({ access_token: z.string(), token_type: z.literal("bearer"), expires_in: z.number().int(), refresh_token: z.string() })
   .openapi("TokenResponse");
