@@ -1,10 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import type { OpenApiDocument } from "@core/kit";
 import { UNSERVED_ROUTES, type Auth } from "./auth.js";
-import { LIBRARY_BOUNDS, MEMBER_CHANGE_PATHS } from "./routes/auth-library.js";
+import { LIBRARY_BOUNDS, LIBRARY_QUERY_BOUNDS, MEMBER_CHANGE_PATHS } from "./routes/auth-library.js";
 
 type Json = Record<string, unknown>;
-type Operation = Json & { responses?: Record<string, unknown>; security?: unknown; requestBody?: Json; tags?: string[] };
+type Operation = Json & { responses?: Record<string, unknown>; security?: unknown; requestBody?: Json; tags?: string[]; parameters?: unknown[] };
 
 /** Library routes anyone may call: they carry no credential requirement in our description. */
 const PUBLIC = new Set([
@@ -88,6 +88,14 @@ function describeOperation(path: string, operation: Operation): void {
     responses["409"] = errorAnswer("Would leave the organization without a member holding org:manage (LAST_ORG_MANAGER)", ENVELOPE);
   }
   operation.responses = responses;
+  // IAM's own bounds on query parameters, stated where the library states them
+  const queryBounds = LIBRARY_QUERY_BOUNDS[path];
+  if (queryBounds) {
+    const ours = (z.toJSONSchema(queryBounds, { io: "input", unrepresentable: "any" }) as { properties: Record<string, Json> }).properties;
+    for (const parameter of (operation.parameters ?? []) as { name: string; schema?: Json }[]) {
+      if (ours[parameter.name]) parameter.schema = { ...pick(parameter.schema ?? {}, ["description"]), ...pick(ours[parameter.name]!, ["type", "enum", "minimum", "maximum"]) };
+    }
+  }
   // IAM's own bounds on the library's fields, stated where the library states the field
   const bounds = LIBRARY_BOUNDS[path];
   const properties = (operation.requestBody as { content?: { "application/json"?: { schema?: { properties?: Record<string, Json> } } } } | undefined)

@@ -61,7 +61,7 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   const response = await deps.auth.handler(new Request(request, { headers }));
   const revoked = deps.revocations.take(requestId);
   if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
-  if (response.status >= 400 && response.status !== 429) return withRequestId(c, await withErrorBody(c, response));
+  if (response.status >= 400 && response.status !== 429) return withRequestId(c, await withErrorBody(c, deps, response));
   if (response.status !== 429) return withRequestId(c, response);
   const limited = new Response(response.body, response);
   limited.headers.set("retry-after", response.headers.get("x-retry-after") ?? "60");
@@ -81,9 +81,14 @@ const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: 
 
 /**
  * Some library refusals have no body (organization routes without a session answer a bare 401):
- * those get our envelope, so every error a client meets says what it is.
+ * those get our envelope, so every error a client meets says what it is. A failure of the library
+ * itself is our 500: logged with the request id, its text never shown.
  */
-async function withErrorBody(c: Context, response: Response): Promise<Response> {
+async function withErrorBody(c: Context, deps: LibraryDeps, response: Response): Promise<Response> {
+  if (response.status >= 500) {
+    deps.logger.error({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed");
+    return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
+  }
   const text = await response.clone().text();
   if (text.trim() !== "") return response;
   const code = EMPTY_ERROR_CODES[response.status] ?? "REFUSED";
@@ -99,7 +104,7 @@ async function sessionUserOf(c: Context, deps: LibraryDeps): Promise<string | nu
 }
 
 /** What a call of the library needs: the library, and what tells users and the audit log about it. */
-export type LibraryDeps = Pick<IamContext, "auth" | "audit" | "db" | "mailer" | "revocations" | "config" | "forgetPrincipals" | "principals" | "session">;
+export type LibraryDeps = Pick<IamContext, "auth" | "audit" | "db" | "mailer" | "revocations" | "config" | "forgetPrincipals" | "principals" | "session" | "logger">;
 
 /**
  * The library stripped an unproven account (unproven-access.ts): the owner is told by mail and the

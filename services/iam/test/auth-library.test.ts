@@ -73,6 +73,11 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
   });
 
   describe("what IAM adds around the library", () => {
+    let operatorToken: string;
+    beforeAll(async () => {
+      operatorToken = (await operator(iam)).token;
+    });
+
     it.each([
       ["GET", "/api/auth/nope"],
       ["POST", "/api/auth/nope"],
@@ -104,6 +109,25 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       const r = await call(iam, "POST", "/api/auth/organization/create", { headers: { origin: iam.origin }, body: { name: "x", slug: "x" } });
       expect(r.status).toBe(401);
       expect(r.body.error).toMatchObject({ code: "UNAUTHENTICATED", requestId: expect.any(String), details: null });
+    });
+
+    it.each([
+      ["filterField=plt_x&filterValue=1", "filterField"],
+      ["sortBy=nope", "sortBy"],
+      ["offset=-1", "offset"],
+      ["offset=1.5", "offset"],
+      ["limit=0", "limit"],
+      ["filterField=createdAt&filterValue=abc", "filterField"],
+    ])("holds list-members' query to columns and numbers the database takes: %s is 400", async (query, field) => {
+      const r = await call(iam, "GET", `/api/auth/organization/list-members?${query}`, { token: operatorToken });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: "VALIDATION_ERROR", details: [expect.objectContaining({ path: field })] });
+    });
+
+    it("answers list-members within the bounds", async () => {
+      const r = await call(iam, "GET", "/api/auth/organization/list-members?limit=10&offset=0&sortBy=createdAt&filterField=role&filterValue=owner", { token: operatorToken });
+      expect(r.status).toBe(200);
+      expect(r.body.members).toHaveLength(1);
     });
 
     it("bounds the name of update-user too", async () => {

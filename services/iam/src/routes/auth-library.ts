@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { and, eq, or } from "drizzle-orm";
 import type { Context } from "hono";
-import { notFound, rawRequestOf, validationError, type ServiceApp } from "@core/kit";
+import { integerQuery, notFound, rawRequestOf, validationError, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
@@ -19,6 +19,23 @@ export const LIBRARY_BOUNDS: Record<string, z.ZodObject> = {
   "/sign-up/email": z.looseObject({ name: ProfileName, email: z.string().max(320) }),
   "/update-user": z.looseObject({ name: ProfileName.optional() }),
   "/sign-in/magic-link": z.looseObject({ email: z.string().max(320), name: ProfileName.optional() }),
+};
+
+// the member columns the library may sort by; filters compare text columns only (a date compared to text fails in the database)
+const MEMBER_SORT = z.enum(["id", "organizationId", "userId", "role", "createdAt"]);
+const MEMBER_FILTER = z.enum(["id", "organizationId", "userId", "role"]);
+
+/**
+ * Query parameters of library routes that the library passes to the database unchecked: a column
+ * that does not exist, or a negative or fractional offset, failed there (500). Held to what works.
+ */
+export const LIBRARY_QUERY_BOUNDS: Record<string, z.ZodObject> = {
+  "/organization/list-members": z.looseObject({
+    limit: integerQuery(1, 1000).optional(),
+    offset: integerQuery(0, 1_000_000).optional(),
+    sortBy: MEMBER_SORT.optional(),
+    filterField: MEMBER_FILTER.optional(),
+  }),
 };
 
 /** Library routes that take members out of an organization or change their roles. */
@@ -74,6 +91,11 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
   app.on(["GET", "POST"], "/api/auth/*", async (c) => {
     if (!serves(c.req.method, c.req.path)) throw notFound(`No route for ${c.req.method} ${c.req.path}`);
     const path = c.req.path.slice("/api/auth".length);
+    const queryBounds = c.req.method === "GET" ? LIBRARY_QUERY_BOUNDS[path] : undefined;
+    if (queryBounds) {
+      const checked = queryBounds.safeParse(c.req.query());
+      if (!checked.success) throw validationError(checked.error, "query");
+    }
     const bounds = LIBRARY_BOUNDS[path];
     const memberChange = MEMBER_CHANGES[path];
     if (c.req.method === "POST" && (bounds || memberChange)) {
