@@ -2,11 +2,11 @@ import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, clientIpOf, errorResponse, withRequestId, type ErrorCode } from "@core/kit";
+import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
+import { sessionTokenFromCookie } from "./access.js";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
-import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
-import { sessionTokenFromCookie } from "./access.js";
 import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, UNSERVED_ROUTES, type Auth } from "./auth.js";
 
 interface LibraryEndpoint {
@@ -46,7 +46,7 @@ function isCookielessScript(headers: Headers): boolean {
 /**
  * A request through better-auth's own handler, exactly as its `/api/auth/*` routes run it (spec
  * §4.2): with the library's origin checks, rate limits and hooks. Our client address and request
- * id ride along in headers a client cannot set; a 429 gets `Retry-After` and an audit record.
+ * id, and the user of its session (for the audit log), ride along in headers a client cannot set.
  */
 export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Request): Promise<Response> {
   const headers = new Headers(request.headers);
@@ -61,8 +61,13 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   const response = await deps.auth.handler(new Request(request, { headers }));
   const revoked = deps.revocations.take(requestId);
   if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
-  if (response.status >= 400 && response.status !== 429) return withRequestId(c, await withErrorBody(c, deps, response));
-  if (response.status !== 429) return withRequestId(c, response);
+  if (response.status === 429) return withRequestId(c, await afterRateLimit(c, deps, request, response));
+  if (response.status >= 400) return withRequestId(c, await withErrorBody(c, deps, response));
+  return withRequestId(c, response);
+}
+
+/** The library's 429: with `Retry-After` (it names it otherwise), and audited. */
+async function afterRateLimit(c: Context, deps: LibraryDeps, request: Request, response: Response): Promise<Response> {
   const limited = new Response(response.body, response);
   limited.headers.set("retry-after", response.headers.get("x-retry-after") ?? "60");
   await deps.audit.record({
@@ -74,7 +79,7 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
     requestId: c.get("requestId"),
     metadata: { path: new URL(request.url).pathname },
   });
-  return withRequestId(c, limited);
+  return limited;
 }
 
 const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND" };
