@@ -45,13 +45,16 @@ const BODILESS = new Set(["get", "head", "options"]);
  * The statuses the kit itself can answer on any route (DESIGN §3), added to each operation of a
  * description that does not list them: 400 (input screening: U+0000 in any path or query value,
  * malformed or too deep JSON), 431 (a URL and headers beyond the HTTP server's 16 KiB), 413 and
- * 415 wherever a body can be sent, 401 where a credential is required. A client reading the description then meets no status it was not told of.
+ * 415 wherever a body can be sent, 401 where a credential is required, 429 where an API key is. A client reading the description then meets no status it was not told of.
  */
 export function withKitStatuses<T extends { paths?: Record<string, unknown> }>(document: T): T {
   for (const item of Object.values(document.paths ?? {}) as Record<string, Operation>[]) {
     for (const [method, operation] of Object.entries(item)) {
       if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue;
-      const statuses = [400, 431, ...(BODILESS.has(method) ? [] : [413, 415]), ...(operation.security?.length ? [401] : [])];
+      const secured = operation.security ?? [];
+      // wrong API keys are limited per client wherever a key is accepted (ADR 0012)
+      const takesApiKeys = secured.some((requirement) => typeof requirement === "object" && requirement !== null && "apiKey" in requirement);
+      const statuses = [400, 431, ...(BODILESS.has(method) ? [] : [413, 415]), ...(secured.length ? [401] : []), ...(takesApiKeys ? [429] : [])];
       const responses = (operation.responses ??= {});
       for (const status of statuses) {
         responses[status] ??= { description: STATUS_TEXT[status], content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } } };

@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import { TtlCache, type Principal } from "@core/service-auth";
 import type { Auth } from "./auth.js";
+import type { IamConfig } from "./config.js";
 import type { PrincipalResolver } from "./principals.js";
+import type { RateLimiter } from "./rate-limiter.js";
 
 export type ApiKeyCheck =
   | { valid: true; principal: Principal }
@@ -20,7 +22,22 @@ export class ApiKeyResolver {
     private readonly auth: Auth,
     private readonly principals: PrincipalResolver,
     private readonly initialOrganization: (userId: string) => Promise<string | null>,
+    private readonly limits: { limiter: RateLimiter; config: IamConfig["rateLimits"] },
   ) {}
+
+  /**
+   * A check counted against the client it came from (ADR 0012): once a client sent too many wrong
+   * keys in the window, 429 before the key is even looked at. Every route that takes an API key
+   * goes through here, so guessing is limited wherever a key is accepted.
+   */
+  async checkFrom(key: string, client: string): Promise<ApiKeyCheck> {
+    const { limiter, config } = this.limits;
+    const failures = `apikey-failures:${client}`;
+    if (config.enabled) await limiter.check(failures, config.apiKeyFailures, config.windowSeconds);
+    const result = await this.check(key);
+    if (!result.valid && config.enabled) await limiter.note(failures, config.windowSeconds);
+    return result;
+  }
 
   async check(key: string): Promise<ApiKeyCheck> {
     const digest = createHash("sha256").update(key).digest("base64url");

@@ -102,13 +102,17 @@ export function createApp(deps: IamDeps) {
     revocations,
     onSessionRevoked: (sessionId) => deviceFlow.revokeRefreshOfSession(sessionId),
   });
-  const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId));
+  const rateLimiter = new RateLimiter(db, clock);
+  const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId), { limiter: rateLimiter, config: config.rateLimits });
   const serviceTokens = new ServiceTokens(auth, config.iamUrl, deps.serviceCredentials, clock);
   const credentials: CredentialResolvers = {
     session: (token) => principals.bySessionToken(token),
-    apiKey: async (key) => {
-      const check = await apiKeys.check(key);
-      return check.valid ? check.principal : null;
+    // a key sent to IAM itself counts against its client like one sent through a registry
+    apiKey: async (key, by) => {
+      const check = await apiKeys.checkFrom(key, `iam:${by?.ip ?? "unknown"}`);
+      if (check.valid) return check.principal;
+      await audit.record({ action: "apikey.validate", outcome: "failure", actorType: "anonymous", ip: by?.ip ?? null, requestId: by?.requestId ?? null, metadata: { code: check.code, route: "iam" } });
+      return null;
     },
     serviceToken: (jwt) => serviceTokens.verify(jwt),
   };
@@ -124,7 +128,7 @@ export function createApp(deps: IamDeps) {
     forgetPrincipals,
     serviceTokens,
     registry: new RegistryClient(config.registryUrl, serviceTokens, deps.fetch),
-    rateLimiter: new RateLimiter(db, clock),
+    rateLimiter,
     deviceFlow,
     credentials,
     mailer,

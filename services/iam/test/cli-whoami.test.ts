@@ -124,6 +124,21 @@ describe.each(testDatabases())("cli whoami API key limits on $name", ({ open }) 
     expect((await whoamiWithKey(iam, good.key)).body.email).toBe(ada.email);
   });
 
+  it("counts wrong keys sent to IAM's own routes with the same limit, and audits them", async () => {
+    iam.clock.advance(60_000);
+    const ada = await signUp(iam);
+    const good = await createApiKey(iam, ada);
+    const roles = (key: string) => call(iam, "GET", "/api/core/grants?orgId=org_x", { headers: { "x-api-key": key } });
+    for (let i = 0; i < 3; i++) expect((await roles(`core_guess-${i}`)).status).toBe(401);
+    const limited = await roles(good.key);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // the same client's whoami is limited too: one count per client address at IAM
+    expect((await whoamiWithKey(iam, good.key)).status).toBe(429);
+    iam.clock.advance(60_000);
+    expect((await roles(good.key)).status).toBe(403);
+  });
+
   it("does not count good keys", async () => {
     iam.clock.advance(60_000);
     const ada = await signUp(iam);

@@ -14,12 +14,8 @@ const Identity = z
  * Wrong keys count against the client's address, like wrong passwords, and are audited.
  */
 async function apiKeyPrincipal(c: Context, ctx: IamContext, key: string): Promise<Principal> {
-  const limits = ctx.config.rateLimits;
-  const failures = `cli-apikey-failures:${clientIpOf(c)}`;
-  if (limits.enabled) await ctx.rateLimiter.check(failures, limits.apiKeyFailures, limits.windowSeconds);
-  const check = await ctx.apiKeys.check(key);
+  const check = await ctx.apiKeys.checkFrom(key, `iam:${clientIpOf(c)}`);
   if (check.valid) return check.principal;
-  if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
   await ctx.audit.record({ action: "apikey.validate", outcome: "failure", ...actorOf(c, null), metadata: { code: check.code, route: "cli/whoami" } });
   throw unauthenticated("This API key is invalid, expired or revoked");
 }

@@ -75,15 +75,11 @@ export function serviceRoutes(app: ServiceApp, ctx: IamContext) {
     }),
     async (c) => {
       const caller = await requireServiceCaller(c, ctx.credentials);
-      const limits = ctx.config.rateLimits;
       const { key, clientIp } = c.req.valid("json");
       // per client address when the service names one: one client's wrong keys must not lock out
       // every other client of that service
-      const failures = `apikey-failures:${caller.serviceId}${clientIp ? `:${clientIp}` : ""}`;
-      if (limits.enabled) await ctx.rateLimiter.check(failures, limits.apiKeyFailures, limits.windowSeconds);
-      const check = await ctx.apiKeys.check(key);
+      const check = await ctx.apiKeys.checkFrom(key, `${caller.serviceId}${clientIp ? `:${clientIp}` : ""}`);
       if (check.valid) return c.json({ valid: true as const, principal: check.principal }, 200);
-      if (limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
       await ctx.audit.record({
         action: "apikey.validate",
         outcome: "failure",
