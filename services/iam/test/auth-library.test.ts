@@ -124,6 +124,13 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       expect(r.body.error).toMatchObject({ code: "VALIDATION_ERROR", details: [expect.objectContaining({ path: field })] });
     });
 
+    it("holds api-key/list's sort to the key columns that exist: sortBy=nope is 400, sortBy=name works", async () => {
+      const r = await call(iam, "GET", "/api/auth/api-key/list?sortBy=nope", { token: operatorToken });
+      expect(r.status).toBe(400);
+      expect(r.body.error.details).toEqual([expect.objectContaining({ path: "sortBy" })]);
+      expect((await call(iam, "GET", "/api/auth/api-key/list?sortBy=name&sortDirection=desc", { token: operatorToken })).status).toBe(200);
+    });
+
     it("answers list-members within the bounds", async () => {
       const r = await call(iam, "GET", "/api/auth/organization/list-members?limit=10&offset=0&sortBy=createdAt&filterField=role&filterValue=owner", { token: operatorToken });
       expect(r.status).toBe(200);

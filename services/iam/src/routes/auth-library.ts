@@ -30,6 +30,7 @@ const MEMBER_FILTER = z.enum(["id", "organizationId", "userId", "role"]);
  * that does not exist, or a negative or fractional offset, failed there (500). Held to what works.
  */
 export const LIBRARY_QUERY_BOUNDS: Record<string, z.ZodObject> = {
+  "/api-key/list": z.looseObject({ sortBy: z.enum(["createdAt", "updatedAt", "name", "expiresAt", "lastRequest"]).optional() }),
   "/organization/list-members": z.looseObject({
     limit: integerQuery(1, 1000).optional(),
     offset: integerQuery(0, 1_000_000).optional(),
