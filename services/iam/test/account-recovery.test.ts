@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, operator, PASSWORD, signIn, signUp, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
+import { call, iamWithOperator, PASSWORD, signIn, signUp, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { pollToken, refresh, startDeviceLogin } from "./support/device.js";
 import { PageBrowser, textOf } from "./support/pages.js";
 
@@ -14,14 +14,8 @@ describe.each(testDatabases())("verification, passwords and magic links on $name
   let iam: Iam;
   let op: Operator;
 
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const mailsTo = (email: string) => iam.mailer.sent.filter((m) => m.to === email);
   const lastMailTo = (email: string, subject: RegExp) => mailsTo(email).findLast((m) => subject.test(m.subject));

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, joinOrg, operator, principalOf, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
+import { call, iamWithOperator, joinOrg, principalOf, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 
 /**
  * Issue 10 §2: no change may leave an organization without a member holding org:manage — nobody
@@ -12,14 +12,8 @@ describe.each(testDatabases())("an organization keeps a member holding org:manag
   let iam: Iam;
   let op: Operator;
 
-  beforeAll(async () => {
-    database = await open();
-    iam = await createIam(database);
-    op = await operator(iam);
-  });
-  afterAll(async () => {
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op } = await iamWithOperator(open)));
+  afterAll(() => database?.close());
 
   const setRole = (as: { token: string }, orgId: string, role: string, permissions: string[]) =>
     call(iam, "POST", "/api/core/roles", { token: as.token, body: { orgId, role, permissions } });

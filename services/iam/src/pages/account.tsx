@@ -312,15 +312,18 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
     }),
   );
 
-  app.post(
-    "/account/verify-email",
+  /** A button that has the library mail the viewer a link: the notice once sent, or the refusal on the page. */
+  const mailingLink = (libraryPath: string, refusalIn: "verifyError" | "passwordError", sent: string) =>
     page(ctx, async (c) => {
       const { caller, viewer } = await sessionForm(c, ctx);
-      const answer = await callAuthLibraryAs(c, ctx, "POST", "/send-verification-email", { email: caller.principal.email });
-      if (!answer.ok) return show(c, caller.principal, viewer, { verifyError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
-      return c.redirect("/account?sent=verification", 303);
-    }),
-  );
+      const answer = await callAuthLibraryAs(c, ctx, "POST", libraryPath, { email: caller.principal.email });
+      if (!answer.ok) return show(c, caller.principal, viewer, { [refusalIn]: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
+      return c.redirect(`/account?sent=${sent}`, 303);
+    });
+
+  app.post("/account/verify-email", mailingLink("/send-verification-email", "verifyError", "verification"));
+  // an account without a password (magic links only) sets one through the reset mail: proof of the mailbox
+  app.post("/account/password-link", mailingLink("/request-password-reset", "passwordError", "password-link"));
 
   app.post(
     "/account/password",
@@ -337,16 +340,6 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       if (!answer.ok) return show(c, caller.principal, viewer, { passwordError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
       // signing the others out gives this browser a new session: its cookie comes with the answer
       return redirectWithCookies(c, answer, `/account?changed=${signOutOthers ? "password-others" : "password"}`);
-    }),
-  );
-
-  app.post(
-    "/account/password-link",
-    page(ctx, async (c) => {
-      const { caller, viewer } = await sessionForm(c, ctx);
-      const answer = await callAuthLibraryAs(c, ctx, "POST", "/request-password-reset", { email: caller.principal.email });
-      if (!answer.ok) return show(c, caller.principal, viewer, { passwordError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
-      return c.redirect("/account?sent=password-link", 303);
     }),
   );
 
