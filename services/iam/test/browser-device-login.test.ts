@@ -199,6 +199,45 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     expect(new URL(page.url()).pathname).toBe("/sign-in");
   }, 90_000);
 
+  it("tells the owner of an unconfirmed account what a magic link removed, and a mailed link sets a new password", async () => {
+    const person = await signUp(live.iam, uniqueEmail("unproven"));
+    const mailTo = (subject: RegExp) => live.iam.mailer.sent.findLast((m) => m.to === person.email && subject.test(m.subject))!;
+    const linkIn = (text: string) => /https?:\/\/\S+/.exec(text)![0].replace(live.iam.config.iamUrl, live.iamUrl);
+
+    const page = await freshBrowser();
+    await page.goto(`${live.iamUrl}/sign-in`);
+    await page.getByLabel("Email for the sign-in link").fill(person.email);
+    await page.getByRole("button", { name: "Email me a link" }).click();
+    expect(await heading(page)).toBe("Check your email");
+    await page.goto(linkIn(mailTo(/sign-in link/).text));
+    expect(await heading(page)).toBe("Your account");
+    expect(await page.locator("#notice").innerText()).toContain("its password was removed and its other sessions were signed out");
+    expect(await page.locator("section#password").innerText()).toContain("This account has no password");
+    await look(page, "13-account-after-unproven-magic-link");
+    expect(mailTo(/password and other sessions were removed/).text).toContain("the password of the account");
+
+    await page.getByRole("button", { name: "Email me a link to set a password" }).click();
+    expect(await page.getByRole("status").first().innerText()).toContain("We sent you a link to set a password");
+    await page.goto(linkIn(mailTo(/Set a new Core password/).text));
+    expect(await heading(page)).toBe("Set a new password");
+    await look(page, "14-reset-password");
+    await page.getByLabel("New password", { exact: true }).fill("a-brand-new-password");
+    await page.getByLabel("New password again").fill("a-brand-new-password");
+    await page.getByRole("button", { name: "Set password" }).click();
+    expect(await heading(page)).toBe("Your password is set");
+    await look(page, "15-password-set");
+
+    await page.goto(`${live.iamUrl}/sign-in`);
+    await page.getByRole("link", { name: "Forgot your password?" }).click();
+    expect(await heading(page)).toBe("Forgot your password?");
+    await look(page, "16-forgot-password");
+    await page.goto(`${live.iamUrl}/sign-in`);
+    await page.getByLabel("Email", { exact: true }).fill(person.email);
+    await page.getByLabel("Password", { exact: true }).fill("a-brand-new-password");
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+    expect(await heading(page)).toBe("Your account");
+  }, 90_000);
+
   it("signs in on a phone-sized screen and denies: core login prints `Access denied.` and exits 1", async () => {
     const home = freshHome();
     const { cli, address } = await startLogin(home);
