@@ -144,7 +144,7 @@ describe("the description of POST /mcp", () => {
     const doc = (await (await fetch(`${served.server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
     expect(Object.keys(doc.paths).sort()).toEqual(["/health", "/mcp", "/metrics"]);
     const listed = Object.keys(doc.paths["/mcp"]!.post!.responses).sort();
-    expect(listed).toEqual(["200", "202", "400", "413", "415"]);
+    expect(listed).toEqual(["200", "202", "400", "413", "415", "431"]);
     const seen = [
       (await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }))).status,
       (await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status,
@@ -153,8 +153,9 @@ describe("the description of POST /mcp", () => {
       (await post(`{"jsonrpc":"2.0","id":1,"method":"ping","params":${"[".repeat(100)}${"]".repeat(100)}}`)).status,
       (await post(JSON.stringify({ pad: "x".repeat(1024 * 1024) }))).status,
       (await post("ping", "text/plain")).status,
+      (await fetch(`${served.server.mcpUrl}?pad=${"x".repeat(20_000)}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status,
     ];
-    expect(seen).toEqual([200, 202, 400, 400, 400, 413, 415]);
+    expect(seen).toEqual([200, 202, 400, 400, 400, 413, 415, 431]);
   });
 });
 
