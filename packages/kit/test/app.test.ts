@@ -309,7 +309,7 @@ describe("API description", () => {
     expect(doc.paths["/items/{itemId}"]?.get).toBeDefined();
   });
 
-  it("lists on every operation the statuses the kit answers before any route: 400, 413 and 415 where a body can come, 401 where a credential is needed", async () => {
+  it("lists on every operation the statuses the kit answers before any route: 400 and 431; 413 and 415 where a body can come; 401 where a credential is needed; 429 where an API key is", async () => {
     const described = createServiceApp({ service: "described", title: "t", logger: silentLogger() });
     described.openapi(
       createRoute({ method: "get", path: "/open", responses: { 200: jsonContent(z.object({}), "ok") } }),
@@ -319,9 +319,14 @@ describe("API description", () => {
       createRoute({ method: "delete", path: "/guarded/{id}", security: [{ bearer: [] }], request: { params: z.object({ id: z.string() }) }, responses: { 200: jsonContent(z.object({}), "ok"), ...errorResponses(404) } }),
       (c) => c.json({}, 200),
     );
+    described.openapi(
+      createRoute({ method: "get", path: "/keyed", security: [{ bearer: [] }, { apiKey: [] }], responses: { 200: jsonContent(z.object({}), "ok") } }),
+      (c) => c.json({}, 200),
+    );
     const doc = (await (await described.request("/openapi.json")).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
-    expect(Object.keys(doc.paths["/open"]!.get!.responses).sort()).toEqual(["200", "400"]);
-    expect(Object.keys(doc.paths["/guarded/{id}"]!.delete!.responses).sort()).toEqual(["200", "400", "401", "404", "413", "415"]);
+    expect(Object.keys(doc.paths["/open"]!.get!.responses).sort()).toEqual(["200", "400", "431"]);
+    expect(Object.keys(doc.paths["/guarded/{id}"]!.delete!.responses).sort()).toEqual(["200", "400", "401", "404", "413", "415", "431"]);
+    expect(Object.keys(doc.paths["/keyed"]!.get!.responses).sort()).toEqual(["200", "400", "401", "429", "431"]);
     expect(doc.paths["/guarded/{id}"]!.delete!.responses["415"]).toMatchObject({ content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } } });
     // what the description promises holds
     expect((await described.request("/guarded/x", { method: "DELETE", headers: { "content-type": "text/plain" }, body: "x" })).status).toBe(415);
