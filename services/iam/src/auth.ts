@@ -119,6 +119,16 @@ export function createAuth(deps: AuthDeps) {
       log: (level, message, ...args) =>
         deps.logger[level]({ library: "better-auth", details: args.map((a) => (a instanceof Error ? loggableError(a) : a)) }, message),
     },
+    // the library's refusals are answers, not faults: its own handler would print each to the console
+    onAPIError: {
+      onError: (error) => {
+        if (isAPIError(error) && error.status !== "INTERNAL_SERVER_ERROR") {
+          deps.logger.debug({ library: "better-auth", status: error.status, code: (error.body as { code?: string } | undefined)?.code }, "auth library refused a request");
+        } else {
+          deps.logger.error({ library: "better-auth", err: loggableError(error) }, "auth library failed");
+        }
+      },
+    },
     database: drizzleAdapter(deps.db, {
       provider: "pg",
       transaction: true,

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { listen, type RunningServer } from "@core/kit";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
 import {
@@ -103,6 +103,19 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
         const taken = await post(iam, "/api/auth/sign-up/email", { email, password: PASSWORD, name: "Fine" });
         expect(taken.status, "the refused sign-up created nothing").toBe(200);
       }
+    });
+
+    it("prints nothing of the library's refusals to the console: they are answers, logged (structured) at debug", async () => {
+      const printed: unknown[][] = [];
+      const spies = (["log", "info", "warn", "error"] as const).map((method) => vi.spyOn(console, method).mockImplementation((...args) => void printed.push(args)));
+      try {
+        const ada = await signUp(iam);
+        expect((await post(iam, "/api/auth/sign-in/email", { email: ada.email, password: "wrong-password-1" })).status).toBe(401);
+        expect((await post(iam, "/api/auth/sign-in/magic-link", { email: ada.email, callbackURL: 42 })).status).toBe(400);
+      } finally {
+        for (const spy of spies) spy.mockRestore();
+      }
+      expect(printed.filter((args) => args.some((a) => String(a).includes("Better Auth")))).toEqual([]);
     });
 
     it("gives a refusal the library sends without a body the error envelope", async () => {
