@@ -205,7 +205,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/openapi.json", async (c) => c.json(await openApiDocument()));
   app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
-  return Object.assign(app, { metrics, openApiDocument });
+  return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;

@@ -12,6 +12,7 @@ export interface RunningServer {
 
 interface Fetchable {
   fetch: (request: Request, ...rest: never[]) => Response | Promise<Response>;
+  omitsErrorDetails?: (path: string) => boolean;
 }
 
 /** Listens on host:port (port 0 picks a free one) and resolves once the socket is bound. */
@@ -29,7 +30,7 @@ export function listen(app: Fetchable, port: number, host: string): Promise<Runn
       });
     });
     server.once("error", onError);
-    server.on("clientError", answerUnparsableRequest);
+    server.on("clientError", (err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex) => answerUnparsableRequest(err, socket, app.omitsErrorDetails));
   });
 }
 
@@ -38,16 +39,27 @@ export function listen(app: Fetchable, port: number, host: string): Promise<Runn
  * that are not HTTP) get the error envelope too, instead of Node's bare status line: 431 for
  * headers too large, 400 for anything else.
  */
-function answerUnparsableRequest(err: Error & { code?: string }, socket: Duplex): void {
+function answerUnparsableRequest(err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex, omitsErrorDetails?: (path: string) => boolean): void {
   if (!socket.writable) return void socket.destroy();
   const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
   const [status, reason, code, message] = tooLarge
     ? [431, "Request Header Fields Too Large", "HEADERS_TOO_LARGE", "The request line and headers exceed 16 KiB"]
     : [400, "Bad Request", "BAD_REQUEST", "The request is not valid HTTP"];
-  const body = JSON.stringify(envelope(code, message, randomUUID(), null));
+  // the routes whose envelopes carry no details keep that rule here too, when the request line can be read
+  const path = requestPathOf(err.rawPacket);
+  const withDetails = !(path !== null && omitsErrorDetails?.(path));
+  const body = JSON.stringify(envelope(code, message, randomUUID(), null, withDetails));
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
+}
+
+/** The path of the request line in the bytes the parser refused (`POST /a/b?c HTTP/1.1`), or null. */
+function requestPathOf(raw: Buffer | undefined): string | null {
+  if (!raw) return null;
+  const line = raw.subarray(0, Math.min(raw.length, 65_536)).toString("latin1").split("\r\n", 1)[0]!;
+  const target = /^[A-Z]+ (\/[^ ?#]*)/.exec(line)?.[1];
+  return target ?? null;
 }
 
 /** Stop accepting, let in-flight requests finish (up to 10 s), then drop idle keep-alive sockets. */

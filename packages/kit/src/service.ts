@@ -16,6 +16,8 @@ export interface ServiceContext<Db = unknown> {
 /** A service built and ready to listen. */
 export interface BuiltService {
   fetch: (request: Request) => Response | Promise<Response>;
+  /** the paths whose error envelopes carry no `details` (spec §2.3), for answers made before any route runs */
+  omitsErrorDetails?: (path: string) => boolean;
   /** releases what the service holds (timers, connections), not the shared database */
   close(): Promise<void>;
 }

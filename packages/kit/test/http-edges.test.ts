@@ -61,6 +61,26 @@ describe("requests the HTTP parser refuses", () => {
     expect((await fetch(`${server.url}/ok?q=${"x".repeat(8_000)}`)).status).toBe(200);
   });
 
+  it("keeps a route's no-details rule (spec §2.3) in the 431 the parser refuses, for a long query and for long headers", async () => {
+    const app = createServiceApp({ service: "t", title: "t", logger: silentLogger(), omitsErrorDetails: (path) => path === "/bare" });
+    app.post("/bare", (c) => c.json({ ok: true }));
+    const bare = await listen(app, 0, "127.0.0.1");
+    try {
+      for (const [path, headers] of [
+        [`/bare?q=${"x".repeat(20_000)}`, {}],
+        ["/bare", { "x-padding": "p".repeat(40_000) }],
+      ] as const) {
+        const res = await fetch(`${bare.url}${path}`, { method: "POST", headers });
+        expect(res.status).toBe(431);
+        expect(await res.json()).toEqual({ error: { code: "HEADERS_TOO_LARGE", message: "The request line and headers exceed 16 KiB", requestId: expect.any(String) } });
+      }
+      const other = await fetch(`${bare.url}/elsewhere`, { headers: { "x-padding": "p".repeat(40_000) } });
+      expect(((await other.json()) as { error: { details: unknown } }).error.details).toBeNull();
+    } finally {
+      await bare.close();
+    }
+  });
+
   it("answers bytes that are not HTTP with 400 in the error envelope", async () => {
     const { connect } = await import("node:net");
     const url = new URL(server.url);

@@ -19,5 +19,5 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
     serviceCredentials: ctx.serviceCredentials,
     healthChecks: [{ name: "database", check: ctx.pingDatabase }],
   });
-  return { fetch: app.fetch, close: async () => {} };
+  return { fetch: app.fetch, omitsErrorDetails: app.omitsErrorDetails, close: async () => {} };
 }
