@@ -292,6 +292,17 @@ describe.each(testDatabases())("platforms on $name", (database) => {
       expect(retier.body.error.code).toBe("PLATFORM_SUSPENDED");
     });
 
+    it("lets a service (billing) set the tier of a suspended platform, and nothing else, since a suspended platform can still pay", async () => {
+      const platform = await r.createPlatform();
+      const service = await r.as.service();
+      await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { status: "suspended" } });
+      const retier = await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { tier: "growth" } });
+      expect(retier.status).toBe(200);
+      expect(retier.body).toMatchObject({ tier: "growth", status: "suspended" });
+      const withName = await r.call("PATCH", `/platforms/${platform.id}`, { headers: service, body: { tier: "scale", name: "Sneaky" } });
+      expect(withName.status).toBe(403);
+    });
+
     it("answers 200 and changes nothing when a suspended platform is suspended again", async () => {
       const platform = await r.createPlatform();
       const service = await r.as.service();

@@ -111,7 +111,9 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
       if (current.status === "suspended" && changes.status !== "active") {
         const onlySuspends = Object.keys(changes).length === 1 && changes.status === "suspended";
         if (onlySuspends) return c.json(platformJson(current), 200);
-        throw platformSuspended();
+        // the tier follows billing, where a suspended platform can still pay and change tier (DESIGN §6.7)
+        const tierFromService = caller.kind === "service" && Object.keys(changes).every((field) => field === "tier");
+        if (!tierFromService) throw platformSuspended();
       }
       return c.json(platformJson(await updatePlatform(db, clock, platformId, changes)), 200);
     },
