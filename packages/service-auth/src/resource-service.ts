@@ -1,13 +1,14 @@
 import { ConfigError, probe, type HealthCheck, type ServiceContext } from "@core/kit";
 import type { CredentialResolvers } from "./credentials.js";
 import { remoteResolvers } from "./remote.js";
-import { ServiceTokenClient } from "./service-token-client.js";
+import { ServiceTokenClient, type ServiceTokenSource } from "./service-token-client.js";
 
 /**
  * What every resource service needs from IAM, built from the launcher's context (DESIGN §1, §4):
- * credential resolution with its own service token, and health checks of its database and of IAM.
+ * credential resolution with its own service token, health checks of its database and of IAM, and
+ * the token source for its own calls to other services.
  */
-export function iamBackedDeps(ctx: ServiceContext, serviceId: string): { credentials: CredentialResolvers; healthChecks: HealthCheck[] } {
+export function iamBackedDeps(ctx: ServiceContext, serviceId: string): { credentials: CredentialResolvers; healthChecks: HealthCheck[]; tokens: ServiceTokenSource } {
   const iamUrl = ctx.common.url("iam");
   const secret = ctx.serviceCredentials.get(serviceId);
   if (!secret) {
@@ -16,6 +17,7 @@ export function iamBackedDeps(ctx: ServiceContext, serviceId: string): { credent
   }
   const tokens = new ServiceTokenClient(iamUrl, { serviceId, secret });
   return {
+    tokens,
     credentials: remoteResolvers({ iamUrl, serviceId, tokens }),
     healthChecks: [
       { name: "database", check: ctx.pingDatabase },
