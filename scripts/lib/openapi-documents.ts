@@ -4,6 +4,8 @@
 import { silentLogger, type ServiceApp } from "@core/kit";
 import { openDatabase } from "@core/storage";
 import type { CredentialResolvers } from "@core/service-auth";
+import { createApp as createBillingApp } from "../../services/billing/src/app.js";
+import { loadBillingConfig } from "../../services/billing/src/config.js";
 import { createApp as createIamApp } from "../../services/iam/src/app.js";
 import { loadIamConfig } from "../../services/iam/src/config.js";
 import { createApp as createRegistryApp } from "../../services/platform-registry/src/app.js";
@@ -25,7 +27,11 @@ export async function openApiDocuments(): Promise<Record<string, unknown>> {
     };
     // the vault's HTTP surface besides POST /mcp (JSON-RPC, spec §4.7) is the kit's
     const vault = await Vault.open(DEFAULT_VAULT_DIR, { watch: false });
+    // described with the test clock's two routes, marked as present only with CORE_BILLING_TEST_CLOCK=1
+    const billingConfig = loadBillingConfig(common, { CORE_BILLING_TEST_CLOCK: "1" });
+    const noTokens = { tokenFor: async () => "openapi-generation-only" };
     const apps: Record<string, ServiceApp> = {
+      billing: createBillingApp({ db: database.db, logger: silentLogger(), config: billingConfig, credentials: noCredentials, tokens: noTokens }),
       iam: createIamApp({ db: database.db, logger: silentLogger(), config, serviceCredentials: new Map() }),
       "stack-registry": createStackRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),
       "platform-registry": createRegistryApp({ db: database.db, logger: silentLogger(), credentials: noCredentials }),

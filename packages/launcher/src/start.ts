@@ -7,7 +7,7 @@ import { runUntilStopped, type ServiceModule } from "./run.js";
  * `npm start`: every service that exists, in one process, each on its own port (DESIGN §1);
  * `npm start -- --only <name>` runs one; `--migrate-only` applies migrations and exits.
  */
-const AVAILABLE: ServiceName[] = ["iam", "stack-registry", "platform-registry", "vault"];
+const AVAILABLE: ServiceName[] = ["iam", "billing", "stack-registry", "platform-registry", "vault"];
 
 const { values } = parseArgs({
   options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, help: { type: "boolean", short: "h" } },

@@ -1,0 +1,88 @@
+import type { Context } from "hono";
+import { badRequest, forbidden, notFound, upstreamUnavailable } from "@core/kit";
+import { holds, isOperator, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
+
+/** Who a billing request acts as, and on which platform (DESIGN §6.3, §6.7). */
+export interface PlatformScope {
+  caller: Caller;
+  platformId: string;
+}
+
+/** Knows whether a platform exists, by asking the platform registry (with a service token), cached. */
+export class PlatformDirectory {
+  private readonly known = new TtlCache<boolean>(10_000);
+
+  constructor(
+    private readonly registryUrl: string,
+    private readonly tokens: ServiceTokenSource,
+    private readonly doFetch: typeof fetch = fetch,
+  ) {}
+
+  async exists(platformId: string): Promise<boolean> {
+    const hit = this.known.get(platformId);
+    if (hit !== undefined) return hit;
+    let response: Response;
+    try {
+      response = await this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
+        headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        signal: AbortSignal.timeout(5_000),
+      });
+    } catch {
+      throw upstreamUnavailable("The platform registry is unreachable");
+    }
+    await response.body?.cancel();
+    if (response.status !== 200 && response.status !== 404 && response.status !== 400) {
+      throw upstreamUnavailable(`The platform registry answered ${response.status}`);
+    }
+    const exists = response.status === 200;
+    this.known.set(platformId, exists, exists ? 300_000 : 5_000);
+    return exists;
+  }
+}
+
+/** Operators act on every platform with their permission; services on every platform. */
+const platformWide = (caller: Caller, permission: string) => caller.kind === "service" || (isOperator(caller.principal) && holds(caller.principal, permission));
+
+/**
+ * Table A's access rule (DESIGN §6.7): reads need `billing:read`, writes and upgrade `billing:manage`,
+ * in the platform's organization; operators and services act on any platform and name it with
+ * `platformId` (400 without one). A tenant's own platform is the default, and another tenant's
+ * platform is 404, as if it did not exist.
+ */
+export async function platformScope(
+  c: Context,
+  deps: { credentials: CredentialResolvers; platforms: PlatformDirectory },
+  permission: "billing:read" | "billing:manage",
+  named: string | undefined,
+): Promise<PlatformScope> {
+  const caller = await requireCaller(c, deps.credentials);
+  if (platformWide(caller, permission)) {
+    if (!named) throw badRequest("Name the platform: operators and services pass ?platformId=", { path: "platformId" });
+    if (!(await deps.platforms.exists(named))) throw notFound(`No platform ${named}`);
+    return { caller, platformId: named };
+  }
+  const principal = caller.kind === "principal" ? caller.principal : null;
+  const own = principal?.platformId;
+  if (!principal || !own) throw forbidden("Your organization has no platform to bill");
+  if (named !== undefined && named !== own) throw notFound(`No platform ${named}`);
+  if (!holds(principal, permission, { platformId: own })) throw forbidden(`You need ${permission} on this platform`);
+  return { caller, platformId: own };
+}
+
+/** Table B and `/operator/*` (DESIGN §6.7): `billing:operate` (operators) and services. */
+export async function requireOperator(c: Context, credentials: CredentialResolvers): Promise<Caller> {
+  const caller = await requireCaller(c, credentials);
+  if (platformWide(caller, "billing:operate")) return caller;
+  throw forbidden("This route is for operators (billing:operate) and services");
+}
+
+/** The caller as the audit and idempotency records name it. */
+export function callerKey(caller: Caller): string {
+  if (caller.kind === "service") return `service:${caller.serviceId}`;
+  return caller.principal.type === "apikey" ? `apikey:${caller.principal.apiKeyId}` : `user:${caller.principal.userId}`;
+}
+
+export function actorOf(caller: Caller): { actorType: string; actorId: string | null } {
+  if (caller.kind === "service") return { actorType: "service", actorId: caller.serviceId };
+  return { actorType: caller.principal.type, actorId: caller.principal.type === "apikey" ? caller.principal.apiKeyId : caller.principal.userId };
+}

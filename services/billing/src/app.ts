@@ -1,0 +1,98 @@
+import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import type { CredentialResolvers, ServiceTokenSource } from "@core/service-auth";
+import type { Db } from "@core/storage";
+import { PlatformDirectory } from "./access.js";
+import { BillingTime } from "./billing-time.js";
+import type { BillingConfig } from "./config.js";
+import type { Engine } from "./engine.js";
+import { IdempotencyKeys } from "./idempotency.js";
+import { LocalProvider } from "./provider/local.js";
+import type { PaymentProvider } from "./provider/types.js";
+import { BillingWorker } from "./renewals.js";
+import { invoiceRoutes } from "./routes/invoices.js";
+import { operatorRoutes } from "./routes/operator.js";
+import { testClockRoutes } from "./routes/test-clock.js";
+import { platformPaymentMethodRoutes } from "./routes/payment-methods.js";
+import { planRoutes } from "./routes/plans.js";
+import { recordRoutes } from "./routes/records.js";
+import { usageRoutes } from "./routes/usage.js";
+import { subscriptionRoutes } from "./routes/subscription.js";
+import { TierSync } from "./tier-sync.js";
+
+export interface BillingDeps {
+  db: Db;
+  logger: Logger;
+  config: BillingConfig;
+  credentials: CredentialResolvers;
+  /** service tokens for billing's own calls (the platform registry) */
+  tokens: ServiceTokenSource;
+  clock?: Clock;
+  provider?: PaymentProvider;
+  /** fetch for calls to the platform registry (tests point it elsewhere) */
+  fetch?: typeof fetch;
+  healthChecks?: HealthCheck[];
+}
+
+/** Everything billing's route modules share. */
+export interface BillingContext {
+  engine: Engine;
+  config: BillingConfig;
+  logger: Logger;
+  credentials: CredentialResolvers;
+  platforms: PlatformDirectory;
+  idempotency: IdempotencyKeys;
+  worker: BillingWorker;
+  tierSync: TierSync;
+}
+
+/** Billing's HTTP app (spec §4.4, DESIGN §6) and its worker, which the caller starts. */
+export function createApp(deps: BillingDeps) {
+  const clock = deps.clock ?? systemClock;
+  const time = new BillingTime(deps.db, clock, deps.config.testClock);
+  const engine: Engine = {
+    db: deps.db,
+    time,
+    catalogue: deps.config.catalogue,
+    provider: deps.provider ?? new LocalProvider(deps.db, clock),
+    taxPercent: deps.config.taxPercent,
+  };
+  const idempotency = new IdempotencyKeys(deps.db, clock);
+  const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
+  const worker = new BillingWorker(engine, deps.config.workerIntervalMs, deps.logger, async () => {
+    await tierSync.push(clock.now());
+    await idempotency.prune();
+  });
+  const ctx: BillingContext = {
+    engine,
+    config: deps.config,
+    logger: deps.logger,
+    credentials: deps.credentials,
+    platforms: new PlatformDirectory(deps.config.registryUrl, deps.tokens, deps.fetch),
+    idempotency,
+    worker,
+    tierSync,
+  };
+
+  const app = createServiceApp({
+    service: "billing",
+    title: "Core billing",
+    description:
+      "Plans, subscriptions, tier changes with proration, invoices, credits, renewals and payment methods (spec §4.4, DESIGN §6). " +
+      "Table A answers under /api/billing and without the prefix alike.",
+    logger: deps.logger,
+    healthChecks: deps.healthChecks ?? [],
+    // spec §2.3: the upgrade route's errors carry no details
+    omitsErrorDetails: (path) => path === "/api/billing/upgrade",
+  });
+  planRoutes(app, ctx);
+  subscriptionRoutes(app, ctx);
+  invoiceRoutes(app, ctx);
+  platformPaymentMethodRoutes(app, ctx);
+  operatorRoutes(app, ctx);
+  recordRoutes(app, ctx);
+  usageRoutes(app, ctx);
+  if (deps.config.testClock) testClockRoutes(app, ctx);
+  return Object.assign(app, { ctx });
+}
+
+export type BillingApp = ReturnType<typeof createApp>;

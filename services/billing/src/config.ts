@@ -1,0 +1,42 @@
+import { ConfigError, type CommonConfig } from "@core/kit";
+import { loadCatalogue, type Catalogue } from "./plans.js";
+
+export interface BillingConfig {
+  /** this service's public address: the portal's pages and links live under it */
+  billingUrl: string;
+  /** where the platform registry is: tiers follow billing there (DESIGN §6.3) */
+  registryUrl: string;
+  catalogue: Catalogue;
+  /** CORE_BILLING_TAX_PERCENT: one tax amount per invoice, on the subtotal, rounded once (DESIGN §6.4) */
+  taxPercent: string;
+  /** CORE_BILLING_TEST_CLOCK=1 adds the test-clock routes (never the default) */
+  testClock: boolean;
+  /** how often the worker of each replica looks for renewals, retries and trial ends */
+  workerIntervalMs: number;
+}
+
+const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
+  return value;
+}
+
+/** Billing's settings from the environment (README "Configuration"); fails fast with one line. */
+export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv = process.env): BillingConfig {
+  const taxPercent = env.CORE_BILLING_TAX_PERCENT || "0";
+  if (!PERCENT.test(taxPercent)) throw new ConfigError(`CORE_BILLING_TAX_PERCENT must be a percentage from 0 to 100 (up to 4 decimals), got "${taxPercent}"`);
+  const testClock = env.CORE_BILLING_TEST_CLOCK ?? "";
+  if (!["", "0", "1"].includes(testClock)) throw new ConfigError(`CORE_BILLING_TEST_CLOCK must be 1 or unset, got "${testClock}"`);
+  return {
+    billingUrl: common.url("billing"),
+    registryUrl: common.url("platform-registry"),
+    catalogue: loadCatalogue(env.CORE_BILLING_PLANS || undefined),
+    taxPercent,
+    testClock: testClock === "1",
+    workerIntervalMs: positiveInt(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
+  };
+}

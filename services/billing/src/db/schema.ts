@@ -1,0 +1,365 @@
+import { sql } from "drizzle-orm";
+import { bigint, boolean, date, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+
+/** Billing's own Postgres schema (DESIGN §1, §6): the engine's records, whichever provider moves money. */
+export const billing = pgSchema("billing");
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+/** integer minor units (cents), never floats (DESIGN §2) */
+const cents = (name: string) => bigint(name, { mode: "number" });
+
+/** One customer per platform (DESIGN §6.3); table B may create one before it has a platform. */
+export const customers = billing.table(
+  "customers",
+  {
+    id: text("id").primaryKey(),
+    platformId: text("platform_id"),
+    userId: text("user_id"),
+    email: text("email").notNull(),
+    name: text("name"),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+    /** signed: positive is credit the customer holds, negative a carried debit (DESIGN §6.3) */
+    balanceCents: cents("balance_cents").notNull().default(0),
+    currency: text("currency").notNull().default("usd"),
+    defaultPaymentMethodId: text("default_payment_method_id"),
+    /** the `<PREFIX>` of this customer's invoice numbers */
+    invoicePrefix: text("invoice_prefix").notNull(),
+    /** the next number to give at finalization: numbers are gapless per customer (DESIGN §6.4) */
+    nextInvoiceNumber: integer("next_invoice_number").notNull().default(1),
+    createdAt: ts("created_at").notNull(),
+    updatedAt: ts("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("customers_platform_key").on(t.platformId).where(sql`${t.platformId} is not null`),
+    index("customers_user_idx").on(t.userId),
+    uniqueIndex("customers_invoice_prefix_key").on(t.invoicePrefix),
+  ],
+);
+
+/** Payment methods as the provider knows them; the local provider keeps them here (DESIGN §6.1). */
+export const paymentMethods = billing.table(
+  "payment_methods",
+  {
+    id: text("id").primaryKey(),
+    customerId: text("customer_id").references(() => customers.id),
+    type: text("type").notNull().default("card"),
+    brand: text("brand").notNull(),
+    last4: text("last4").notNull(),
+    expMonth: integer("exp_month").notNull(),
+    expYear: integer("exp_year").notNull(),
+    funding: text("funding").notNull().default("credit"),
+    /** the local provider's behaviour of this card: `pm_card_chargeCustomerFail` attaches, then declines */
+    failsCharges: boolean("fails_charges").notNull().default(false),
+    createdAt: ts("created_at").notNull(),
+    detachedAt: ts("detached_at"),
+  },
+  (t) => [index("payment_methods_customer_idx").on(t.customerId)],
+);
+
+export const setupIntents = billing.table("setup_intents", {
+  id: text("id").primaryKey(),
+  customerId: text("customer_id")
+    .notNull()
+    .references(() => customers.id),
+  clientSecret: text("client_secret").notNull(),
+  status: text("status", { enum: ["requires_payment_method", "succeeded", "canceled"] }).notNull(),
+  createdAt: ts("created_at").notNull(),
+});
+
+/** Customer portal sessions: one customer, one hour (DESIGN §6.1). */
+export const portalSessions = billing.table("portal_sessions", {
+  id: text("id").primaryKey(),
+  customerId: text("customer_id")
+    .notNull()
+    .references(() => customers.id),
+  platformId: text("platform_id").notNull(),
+  returnUrl: text("return_url").notNull(),
+  createdAt: ts("created_at").notNull(),
+  expiresAt: ts("expires_at").notNull(),
+});
+
+/**
+ * Subscriptions (DESIGN §6.3): one current row per platform (a unique partial index); a row that
+ * ended keeps its id with status `canceled`, and a new free row becomes current.
+ */
+export const subscriptions = billing.table(
+  "subscriptions",
+  {
+    id: text("id").primaryKey(),
+    platformId: text("platform_id").notNull(),
+    customerId: text("customer_id").references(() => customers.id),
+    tier: text("tier").notNull(),
+    planId: text("plan_id").notNull(),
+    status: text("status", { enum: ["active", "trialing", "past_due", "canceled"] }).notNull(),
+    current: boolean("current").notNull(),
+    billingAnchor: ts("billing_anchor").notNull(),
+    currentPeriodStart: ts("current_period_start").notNull(),
+    currentPeriodEnd: ts("current_period_end").notNull(),
+    cancelAtPeriodEnd: boolean("cancel_at_period_end").notNull().default(false),
+    canceledAt: ts("canceled_at"),
+    trialEnd: ts("trial_end"),
+    pendingTier: text("pending_tier"),
+    quantity: integer("quantity").notNull().default(1),
+    /** a lower quantity takes effect at the period's end, as a downgrade does */
+    pendingQuantity: integer("pending_quantity"),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+    /** what was charged for the current period, and credited back from it: credit never exceeds the charge */
+    periodPaidCents: cents("period_paid_cents").notNull().default(0),
+    periodCreditedCents: cents("period_credited_cents").notNull().default(0),
+    /**
+     * A change in progress holds the subscription (DESIGN §6.3): a lease, not a database lock, since
+     * the provider's charge happens between claiming and applying. Renewals and other changes wait.
+     */
+    leaseId: text("lease_id"),
+    leaseUntil: ts("lease_until"),
+    createdAt: ts("created_at").notNull(),
+    updatedAt: ts("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("subscriptions_current_key").on(t.platformId).where(sql`${t.current}`),
+    index("subscriptions_platform_idx").on(t.platformId, t.createdAt),
+    index("subscriptions_customer_idx").on(t.customerId),
+    // the renewal worker's scan: current subscriptions by the end of their period
+    index("subscriptions_due_idx").on(t.currentPeriodEnd).where(sql`${t.current}`),
+  ],
+);
+
+/**
+ * Invoices (DESIGN §6.4). Finalized ones never change but for their payment state. A renewal is
+ * invoiced once per (subscription, period): the unique index is what makes racing workers safe.
+ */
+export const invoices = billing.table(
+  "invoices",
+  {
+    id: text("id").primaryKey(),
+    number: text("number"),
+    platformId: text("platform_id").notNull(),
+    customerId: text("customer_id")
+      .notNull()
+      .references(() => customers.id),
+    subscriptionId: text("subscription_id").references(() => subscriptions.id),
+    reason: text("reason", { enum: ["subscription_create", "subscription_cycle", "subscription_update", "trial_end", "manual", "usage"] }).notNull(),
+    status: text("status", { enum: ["draft", "open", "paid", "void", "uncollectible"] }).notNull(),
+    currency: text("currency").notNull(),
+    subtotalCents: cents("subtotal_cents").notNull(),
+    taxCents: cents("tax_cents").notNull(),
+    creditAppliedCents: cents("credit_applied_cents").notNull(),
+    totalCents: cents("total_cents").notNull(),
+    amountDueCents: cents("amount_due_cents").notNull(),
+    amountPaidCents: cents("amount_paid_cents").notNull().default(0),
+    /** a due amount of 1 to 49 cents is carried to the next invoice instead of charged (DESIGN §6.3) */
+    amountCarriedCents: cents("amount_carried_cents").notNull().default(0),
+    periodStart: ts("period_start").notNull(),
+    periodEnd: ts("period_end").notNull(),
+    customerSnapshot: jsonb("customer_snapshot").$type<{ email: string; name: string | null }>().notNull(),
+    /** dunning (DESIGN §6.3): attempts made, the next retry, the last refusal */
+    attemptCount: integer("attempt_count").notNull().default(0),
+    nextAttemptAt: ts("next_attempt_at"),
+    lastDeclineCode: text("last_decline_code"),
+    /** the request that made it: a retry of the request finds its draft again instead of making another */
+    requestKey: text("request_key"),
+    createdAt: ts("created_at").notNull(),
+    finalizedAt: ts("finalized_at"),
+    paidAt: ts("paid_at"),
+    voidedAt: ts("voided_at"),
+  },
+  (t) => [
+    uniqueIndex("invoices_number_key").on(t.customerId, t.number),
+    uniqueIndex("invoices_request_key").on(t.requestKey),
+    index("invoices_platform_page_idx").on(t.platformId, t.createdAt, t.id),
+    index("invoices_retry_idx").on(t.nextAttemptAt).where(sql`${t.status} = 'open'`),
+    uniqueIndex("invoices_one_cycle_per_period_key")
+      .on(t.subscriptionId, t.periodStart)
+      .where(sql`${t.reason} in ('subscription_cycle', 'trial_end')`),
+  ],
+);
+
+export const invoiceLines = billing.table(
+  "invoice_lines",
+  {
+    id: text("id").primaryKey(),
+    invoiceId: text("invoice_id")
+      .notNull()
+      .references(() => invoices.id),
+    position: integer("position").notNull(),
+    kind: text("kind", { enum: ["subscription", "proration", "usage", "credit", "carried", "manual"] }).notNull(),
+    description: text("description").notNull(),
+    meter: text("meter"),
+    /** exact decimals (DESIGN §6.2): usage quantities and fractional unit prices */
+    quantity: numeric("quantity", { precision: 38, scale: 12 }),
+    unitAmountCents: numeric("unit_amount_cents", { precision: 38, scale: 12 }),
+    amountCents: cents("amount_cents").notNull(),
+    periodStart: ts("period_start"),
+    periodEnd: ts("period_end"),
+  },
+  (t) => [uniqueIndex("invoice_lines_position_key").on(t.invoiceId, t.position)],
+);
+
+/** Every movement of a customer's balance, never changed (DESIGN §6.3, §6.4). */
+export const balanceLedger = billing.table(
+  "balance_ledger",
+  {
+    id: text("id").primaryKey(),
+    customerId: text("customer_id")
+      .notNull()
+      .references(() => customers.id),
+    /** signed: positive raises the balance (credit), negative lowers it (applied, carried debit) */
+    amountCents: cents("amount_cents").notNull(),
+    currency: text("currency").notNull(),
+    kind: text("kind", { enum: ["credit", "proration_credit", "trial_credit", "applied", "carried", "collected", "restored"] }).notNull(),
+    description: text("description").notNull(),
+    invoiceId: text("invoice_id").references(() => invoices.id),
+    balanceAfterCents: cents("balance_after_cents").notNull(),
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [index("balance_ledger_customer_idx").on(t.customerId, t.createdAt)],
+);
+
+/**
+ * Charges as the local provider records them (DESIGN §6.1). A charge carries the caller's
+ * idempotency key: the same key answers the first outcome again and never charges twice.
+ */
+export const charges = billing.table(
+  "charges",
+  {
+    id: text("id").primaryKey(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    customerId: text("customer_id")
+      .notNull()
+      .references(() => customers.id),
+    invoiceId: text("invoice_id").notNull(),
+    paymentMethodId: text("payment_method_id").notNull(),
+    amountCents: cents("amount_cents").notNull(),
+    currency: text("currency").notNull(),
+    status: text("status", { enum: ["succeeded", "failed"] }).notNull(),
+    code: text("code"),
+    declineCode: text("decline_code"),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("charges_idempotency_key").on(t.idempotencyKey), index("charges_invoice_idx").on(t.invoiceId)],
+);
+
+/**
+ * Idempotency records (DESIGN §6.6): claimed with a lease before the effect, completed with the
+ * answer, kept 24 hours. The provider's charge carries `providerKey`, so a retry after a crash
+ * reuses it and cannot charge twice.
+ */
+export const idempotencyKeys = billing.table(
+  "idempotency_keys",
+  {
+    caller: text("caller").notNull(),
+    route: text("route").notNull(),
+    key: text("key").notNull(),
+    requestHash: text("request_hash").notNull(),
+    state: text("state", { enum: ["in_progress", "completed"] }).notNull(),
+    lockedUntil: ts("locked_until").notNull(),
+    providerKey: text("provider_key").notNull(),
+    responseStatus: integer("response_status"),
+    responseBody: jsonb("response_body"),
+    createdAt: ts("created_at").notNull(),
+    expiresAt: ts("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.caller, t.route, t.key] }), index("idempotency_keys_expiry_idx").on(t.expiresAt)],
+);
+
+/** Every operator action (DESIGN §6.4): who, what, before and after. */
+export const operatorAudit = billing.table(
+  "operator_audit",
+  {
+    id: text("id").primaryKey(),
+    seq: bigint("seq", { mode: "number" }).generatedAlwaysAsIdentity(),
+    at: ts("at").notNull(),
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    action: text("action").notNull(),
+    targetType: text("target_type").notNull(),
+    targetId: text("target_id").notNull(),
+    before: jsonb("before"),
+    after: jsonb("after"),
+    requestId: text("request_id"),
+  },
+  (t) => [index("operator_audit_page_idx").on(t.at, t.seq)],
+);
+
+/**
+ * The platform registry's `tier` follows billing (DESIGN §6.3): the latest tier of each platform,
+ * written in the change's transaction and pushed until the registry accepts it.
+ */
+export const tierSync = billing.table("tier_sync", {
+  platformId: text("platform_id").primaryKey(),
+  tier: text("tier").notNull(),
+  version: integer("version").notNull(),
+  syncedVersion: integer("synced_version").notNull().default(0),
+  attempts: integer("attempts").notNull().default(0),
+  nextAttemptAt: ts("next_attempt_at").notNull(),
+  lastError: text("last_error"),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/** The test clock's offset (DESIGN §6.3): in the database, so every replica shares it. */
+export const clockOffset = billing.table("clock_offset", {
+  id: integer("id").primaryKey(),
+  offsetSeconds: bigint("offset_seconds", { mode: "number" }).notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/**
+ * Usage read model (DESIGN §6.5): daily rollups per platform, billing period, tenant, stack, meter
+ * and UTC day; written by ingestion, read by every usage route. A period starts and ends inside a
+ * day (at the anchor's time), so the day of a period's end holds two rows, one for each period:
+ * a period's usage is the sum of its own rows, and a day's is the sum over periods. `tenantId` and
+ * `stackId` are "" when not given.
+ */
+export const usageDaily = billing.table(
+  "usage_daily",
+  {
+    platformId: text("platform_id").notNull(),
+    periodStart: ts("period_start").notNull(),
+    periodEnd: ts("period_end").notNull(),
+    tenantId: text("tenant_id").notNull().default(""),
+    stackId: text("stack_id").notNull().default(""),
+    meter: text("meter").notNull(),
+    day: date("day", { mode: "string" }).notNull(),
+    quantity: numeric("quantity", { precision: 38, scale: 12 }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.platformId, t.periodStart, t.tenantId, t.stackId, t.meter, t.day] }),
+    index("usage_daily_day_idx").on(t.platformId, t.day),
+  ],
+);
+
+/** Tenants that have usage, for `usage/entities`. */
+export const usageEntities = billing.table(
+  "usage_entities",
+  {
+    platformId: text("platform_id").notNull(),
+    tenantId: text("tenant_id").notNull(),
+    firstSeenAt: ts("first_seen_at").notNull(),
+    lastSeenAt: ts("last_seen_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.platformId, t.tenantId] })],
+);
+
+/** Thresholds crossed (80 % and 100 % of a meter's included quantity), once per platform, meter and period. */
+export const usageAlerts = billing.table(
+  "usage_alerts",
+  {
+    id: text("id").primaryKey(),
+    platformId: text("platform_id").notNull(),
+    meter: text("meter").notNull(),
+    periodStart: ts("period_start").notNull(),
+    thresholdPercent: integer("threshold_percent").notNull(),
+    quantity: numeric("quantity", { precision: 38, scale: 12 }).notNull(),
+    included: numeric("included", { precision: 38, scale: 12 }).notNull(),
+    triggeredAt: ts("triggered_at").notNull(),
+  },
+  (t) => [uniqueIndex("usage_alerts_once_key").on(t.platformId, t.meter, t.periodStart, t.thresholdPercent)],
+);
+
+export type CustomerRow = typeof customers.$inferSelect;
+export type SubscriptionRow = typeof subscriptions.$inferSelect;
+export type InvoiceRow = typeof invoices.$inferSelect;
+export type InvoiceLineRow = typeof invoiceLines.$inferSelect;
+export type PaymentMethodRow = typeof paymentMethods.$inferSelect;

@@ -1,0 +1,113 @@
+import { createHash } from "node:crypto";
+import { and, eq, lt } from "drizzle-orm";
+import { ApiError, conflict, newId, type Clock } from "@core/kit";
+import type { Db } from "@core/storage";
+import { idempotencyKeys } from "./db/schema.js";
+
+/** How long a key is remembered (DESIGN §6.6, Stripe's rule). */
+const KEEP_MS = 24 * 3_600_000;
+/** How long a claim holds before a retry may take it over (a process died mid-way). */
+const LEASE_MS = 60_000;
+
+/** The answer a money-moving route gives, as it is stored for a replay. */
+export interface RouteAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** The outcome of running a request under its key: the answer, and whether it is a replay. */
+export interface KeyedAnswer extends RouteAnswer {
+  replayed: boolean;
+}
+
+const canonical = (value: unknown): string =>
+  value === null || typeof value !== "object"
+    ? JSON.stringify(value)
+    : Array.isArray(value)
+      ? `[${value.map(canonical).join(",")}]`
+      : `{${Object.keys(value as object)
+          .sort()
+          .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+          .join(",")}}`;
+
+const hashOf = (request: unknown) => createHash("sha256").update(canonical(request)).digest("base64url");
+
+/** The stored refusal of a request whose effect is final: a declined payment is (DESIGN §6.6). */
+const isStoredRefusal = (err: unknown): err is ApiError => err instanceof ApiError && err.status === 402;
+
+/**
+ * Stripe's idempotency rules for every request that moves money (DESIGN §6.6). The key is claimed
+ * with a lease before the effect starts and completed with the answer; the effect is given a
+ * provider key, derived from the record, that its charge carries, so a retry after a crash reuses
+ * it and cannot charge twice. Same key and body: the stored answer again. Same key, other body: 422
+ * IDEMPOTENCY_KEY_REUSED. Same key while the first is running: 409 IDEMPOTENCY_KEY_IN_USE.
+ * Refusals that changed nothing release the claim; a decline (402) is stored. Without a key the
+ * effect runs once, with a provider key of its own.
+ */
+export class IdempotencyKeys {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+
+  async run(scope: { caller: string; route: string; key: string | undefined; request: unknown }, effect: (providerKey: string) => Promise<RouteAnswer>): Promise<KeyedAnswer> {
+    if (!scope.key) return { ...(await effect(newId("req"))), replayed: false };
+    const claim = await this.claim(scope.caller, scope.route, scope.key, hashOf(scope.request));
+    if ("answer" in claim) return { ...claim.answer, replayed: true };
+    const where = and(eq(idempotencyKeys.caller, scope.caller), eq(idempotencyKeys.route, scope.route), eq(idempotencyKeys.key, scope.key));
+    let answer: RouteAnswer;
+    try {
+      answer = await effect(claim.providerKey);
+    } catch (err) {
+      if (isStoredRefusal(err)) {
+        const body = { error: { code: err.code, message: err.message, details: err.details } };
+        await this.db.update(idempotencyKeys).set({ state: "completed", responseStatus: err.status, responseBody: body }).where(where);
+      } else {
+        // nothing was done, or nothing that a retry would repeat: the key is free again
+        await this.db.delete(idempotencyKeys).where(and(where, eq(idempotencyKeys.state, "in_progress")));
+      }
+      throw err;
+    }
+    await this.db.update(idempotencyKeys).set({ state: "completed", responseStatus: answer.status, responseBody: answer.body as object }).where(where);
+    return { ...answer, replayed: false };
+  }
+
+  private async claim(caller: string, route: string, key: string, requestHash: string): Promise<{ providerKey: string } | { answer: RouteAnswer }> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const now = this.clock.now();
+      const providerKey = `idem_${createHash("sha256").update(`${caller}\n${route}\n${key}`).digest("base64url").slice(0, 32)}`;
+      const [claimed] = await this.db
+        .insert(idempotencyKeys)
+        .values({ caller, route, key, requestHash, state: "in_progress", lockedUntil: new Date(now.getTime() + LEASE_MS), providerKey, createdAt: now, expiresAt: new Date(now.getTime() + KEEP_MS) })
+        .onConflictDoNothing()
+        .returning({ providerKey: idempotencyKeys.providerKey });
+      if (claimed) return claimed;
+      const where = and(eq(idempotencyKeys.caller, caller), eq(idempotencyKeys.route, route), eq(idempotencyKeys.key, key));
+      const [held] = await this.db.select().from(idempotencyKeys).where(where);
+      if (!held) continue;
+      if (held.expiresAt <= now) {
+        // a day old: the key is forgotten, and may start something new
+        await this.db.delete(idempotencyKeys).where(and(where, eq(idempotencyKeys.expiresAt, held.expiresAt)));
+        continue;
+      }
+      if (held.requestHash !== requestHash) {
+        throw new ApiError(422, "IDEMPOTENCY_KEY_REUSED", "This idempotency key was used with another request body; use a new key for a new request");
+      }
+      if (held.state === "completed") return { answer: { status: held.responseStatus!, body: held.responseBody } };
+      if (held.lockedUntil > now) throw conflict("IDEMPOTENCY_KEY_IN_USE", "A request with this idempotency key is still being processed; retry shortly");
+      // the first attempt stopped mid-way (its lease ran out): this retry takes over, with its provider key
+      const [taken] = await this.db
+        .update(idempotencyKeys)
+        .set({ lockedUntil: new Date(now.getTime() + LEASE_MS) })
+        .where(and(where, eq(idempotencyKeys.state, "in_progress"), eq(idempotencyKeys.lockedUntil, held.lockedUntil)))
+        .returning({ providerKey: idempotencyKeys.providerKey });
+      if (taken) return taken;
+    }
+    throw conflict("IDEMPOTENCY_KEY_IN_USE", "A request with this idempotency key is still being processed; retry shortly");
+  }
+
+  /** Forgets keys older than a day (the worker calls it now and then). */
+  async prune(): Promise<void> {
+    await this.db.delete(idempotencyKeys).where(lt(idempotencyKeys.expiresAt, this.clock.now()));
+  }
+}

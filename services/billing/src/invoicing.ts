@@ -1,0 +1,300 @@
+import Decimal from "decimal.js";
+import { and, asc, eq, sql } from "drizzle-orm";
+import { conflict, newId, notFound, unixSeconds } from "@core/kit";
+import { rowsOf, type Db } from "@core/storage";
+import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type InvoiceLineRow, type InvoiceRow } from "./db/schema.js";
+
+/** Stripe's smallest charge: a due amount below it is carried to the next invoice (DESIGN §6.3). */
+export const MINIMUM_CHARGE_CENTS = 50;
+
+const Money = Decimal.clone({ precision: 60, rounding: Decimal.ROUND_HALF_UP });
+
+export interface DraftLine {
+  kind: InvoiceLineRow["kind"];
+  description: string;
+  amountCents: number;
+  meter?: string | null;
+  quantity?: string | null;
+  unitAmountCents?: string | null;
+  periodStart?: Date | null;
+  periodEnd?: Date | null;
+}
+
+/** The line that charges a plan for a period: its price × the subscription's quantity. */
+export function subscriptionLine(plan: { name: string; priceCents: number }, quantity: number, start: Date, end: Date): DraftLine {
+  return {
+    kind: "subscription",
+    description: quantity === 1 ? `${plan.name} (monthly)` : `${quantity} × ${plan.name} (monthly)`,
+    amountCents: plan.priceCents * quantity,
+    quantity: String(quantity),
+    unitAmountCents: String(plan.priceCents),
+    periodStart: start,
+    periodEnd: end,
+  };
+}
+
+/** What an invoice of these lines comes to for a customer with this balance (DESIGN §6.3, §6.4). */
+export interface InvoiceAmounts {
+  lines: DraftLine[];
+  subtotalCents: number;
+  taxCents: number;
+  totalCents: number;
+  creditAppliedCents: number;
+  amountDueCents: number;
+  /** a due amount of 1 to 49 cents: not charged, carried to the next invoice */
+  carriedForwardCents: number;
+  /** what the provider is asked to charge */
+  chargeCents: number;
+  /** a negative total: given back to the customer's balance */
+  creditedBackCents: number;
+}
+
+/**
+ * The pricing of an invoice, one pure function so a preview and the charge can never differ:
+ * a carried debit becomes a `carried` line; tax is one amount on the taxable lines (the carried
+ * debit was taxed where it arose), rounded once half away from zero; the customer's credit is applied
+ * up to the total; a due amount under the minimum charge is carried forward.
+ */
+export function priceInvoice(input: { lines: DraftLine[]; taxPercent: string; balanceCents: number; carriedLineEnd?: Date | null }): InvoiceAmounts {
+  const lines = [...input.lines];
+  if (input.balanceCents < 0) {
+    lines.push({ kind: "carried", description: "Unpaid balance carried from earlier invoices", amountCents: -input.balanceCents });
+  }
+  const taxable = input.lines.reduce((sum, line) => sum + line.amountCents, 0);
+  const subtotalCents = lines.reduce((sum, line) => sum + line.amountCents, 0);
+  const taxCents = taxable > 0 ? new Money(taxable).times(input.taxPercent).dividedBy(100).toDecimalPlaces(0).toNumber() : 0;
+  const totalCents = subtotalCents + taxCents;
+  const creditAppliedCents = input.balanceCents > 0 ? Math.min(input.balanceCents, Math.max(totalCents, 0)) : 0;
+  const amountDueCents = Math.max(totalCents - creditAppliedCents, 0);
+  const carriedForwardCents = amountDueCents > 0 && amountDueCents < MINIMUM_CHARGE_CENTS ? amountDueCents : 0;
+  return {
+    lines,
+    subtotalCents,
+    taxCents,
+    totalCents,
+    creditAppliedCents,
+    amountDueCents,
+    carriedForwardCents,
+    chargeCents: amountDueCents - carriedForwardCents,
+    creditedBackCents: totalCents < 0 ? -totalCents : 0,
+  };
+}
+
+export interface NewInvoice {
+  customer: CustomerRow;
+  platformId: string;
+  subscriptionId: string | null;
+  reason: InvoiceRow["reason"];
+  periodStart: Date;
+  periodEnd: Date;
+  amounts: InvoiceAmounts;
+  /** the request's key: its retry finds this draft again */
+  requestKey?: string | null;
+}
+
+/** Writes a draft: not numbered, not owed, invisible to the ledger until it is finalized. */
+export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise<InvoiceRow> {
+  const a = input.amounts;
+  const [row] = await tx
+    .insert(invoices)
+    .values({
+      id: newId("in"),
+      platformId: input.platformId,
+      customerId: input.customer.id,
+      subscriptionId: input.subscriptionId,
+      reason: input.reason,
+      status: "draft",
+      currency: input.customer.currency,
+      subtotalCents: a.subtotalCents,
+      taxCents: a.taxCents,
+      creditAppliedCents: a.creditAppliedCents,
+      totalCents: a.totalCents,
+      amountDueCents: a.amountDueCents,
+      amountCarriedCents: a.carriedForwardCents,
+      periodStart: input.periodStart,
+      periodEnd: input.periodEnd,
+      customerSnapshot: { email: input.customer.email, name: input.customer.name },
+      requestKey: input.requestKey ?? null,
+      createdAt: now,
+    })
+    .returning();
+  if (a.lines.length > 0) {
+    await tx.insert(invoiceLines).values(
+      a.lines.map((line, position) => ({
+        id: newId("il"),
+        invoiceId: row!.id,
+        position,
+        kind: line.kind,
+        description: line.description,
+        meter: line.meter ?? null,
+        quantity: line.quantity ?? null,
+        unitAmountCents: line.unitAmountCents ?? null,
+        amountCents: line.amountCents,
+        periodStart: line.periodStart ?? null,
+        periodEnd: line.periodEnd ?? null,
+      })),
+    );
+  }
+  return row!;
+}
+
+export interface Actor {
+  actorType: string;
+  actorId: string | null;
+}
+
+/** One movement of a customer's balance: the customer row and its immutable ledger line together. */
+export async function moveBalance(
+  tx: Db,
+  now: Date,
+  customerId: string,
+  amountCents: number,
+  entry: { kind: (typeof balanceLedger.$inferInsert)["kind"]; description: string; invoiceId?: string | null; currency: string } & Actor,
+): Promise<number> {
+  if (amountCents === 0) return (await lockCustomer(tx, customerId)).balanceCents;
+  const [row] = await tx
+    .update(customers)
+    .set({ balanceCents: sql`${customers.balanceCents} + ${amountCents}`, updatedAt: now })
+    .where(eq(customers.id, customerId))
+    .returning({ balanceCents: customers.balanceCents });
+  await tx.insert(balanceLedger).values({
+    id: newId("cbt"),
+    customerId,
+    amountCents,
+    currency: entry.currency,
+    kind: entry.kind,
+    description: entry.description,
+    invoiceId: entry.invoiceId ?? null,
+    balanceAfterCents: row!.balanceCents,
+    actorType: entry.actorType,
+    actorId: entry.actorId,
+    createdAt: now,
+  });
+  return row!.balanceCents;
+}
+
+/** The customer row, locked for the rest of the transaction (its balance and next invoice number). */
+export async function lockCustomer(tx: Db, customerId: string): Promise<CustomerRow> {
+  rowsOf(await tx.execute(sql`select id from billing.customers where id = ${customerId} for update`));
+  const [row] = await tx.select().from(customers).where(eq(customers.id, customerId));
+  if (!row) throw notFound(`No customer ${customerId}`);
+  return row;
+}
+
+const SYSTEM: Actor = { actorType: "system", actorId: null };
+
+/**
+ * Finalizes a draft inside the caller's transaction (DESIGN §6.4): the customer's next number, gapless,
+ * is taken here, so numbers follow finalization order. `paid` and `open` move the balance as the
+ * draft priced it (credit applied, carried debit collected, a due amount under the minimum carried
+ * forward); `void` moves nothing (a refused first charge).
+ */
+export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid" | "void"): Promise<InvoiceRow> {
+  const [draft] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
+  if (!draft || draft.status !== "draft") throw conflict("INVOICE_NOT_DRAFT", `Invoice ${invoiceId} is not a draft`);
+  const customer = await lockCustomer(tx, draft.customerId);
+  await tx.update(customers).set({ nextInvoiceNumber: customer.nextInvoiceNumber + 1 }).where(eq(customers.id, customer.id));
+  const number = `${customer.invoicePrefix}-${String(customer.nextInvoiceNumber).padStart(4, "0")}`;
+  if (outcome !== "void") await applyToBalance(tx, now, draft, customer.currency);
+  const paid = outcome === "paid";
+  const [row] = await tx
+    .update(invoices)
+    .set({
+      number,
+      status: outcome,
+      finalizedAt: now,
+      paidAt: paid ? now : null,
+      voidedAt: outcome === "void" ? now : null,
+      amountPaidCents: paid ? draft.amountDueCents - draft.amountCarriedCents : 0,
+    })
+    .where(eq(invoices.id, invoiceId))
+    .returning();
+  return row!;
+}
+
+async function applyToBalance(tx: Db, now: Date, invoice: InvoiceRow, currency: string) {
+  const on = (kind: (typeof balanceLedger.$inferInsert)["kind"], description: string) => ({ kind, description, invoiceId: invoice.id, currency, ...SYSTEM });
+  const [carried] = await tx
+    .select({ amountCents: invoiceLines.amountCents })
+    .from(invoiceLines)
+    .where(and(eq(invoiceLines.invoiceId, invoice.id), eq(invoiceLines.kind, "carried")));
+  if (carried) await moveBalance(tx, now, invoice.customerId, carried.amountCents, on("collected", "Carried balance collected on this invoice"));
+  if (invoice.creditAppliedCents > 0) await moveBalance(tx, now, invoice.customerId, -invoice.creditAppliedCents, on("applied", "Credit applied to this invoice"));
+  if (invoice.amountCarriedCents > 0) {
+    await moveBalance(tx, now, invoice.customerId, -invoice.amountCarriedCents, on("carried", `Below the minimum charge: carried to the next invoice`));
+  }
+  if (invoice.totalCents < 0) await moveBalance(tx, now, invoice.customerId, -invoice.totalCents, on("proration_credit", "Credit from this invoice"));
+}
+
+/** An open invoice paid by a later attempt (dunning, a new payment method). */
+export async function markPaid(tx: Db, now: Date, invoice: InvoiceRow): Promise<InvoiceRow> {
+  const [row] = await tx
+    .update(invoices)
+    .set({ status: "paid", paidAt: now, amountPaidCents: invoice.amountDueCents - invoice.amountCarriedCents, nextAttemptAt: null })
+    .where(and(eq(invoices.id, invoice.id), eq(invoices.status, "open")))
+    .returning();
+  return row ?? invoice;
+}
+
+/**
+ * Voids an open invoice (DESIGN §6.4): the balance it moved is given back (the credit it applied, the
+ * debit it collected). A paid invoice cannot be voided; void and uncollectible ones stay as they are.
+ */
+export async function voidOpenInvoice(tx: Db, now: Date, invoiceId: string, actor: Actor): Promise<{ before: InvoiceRow; after: InvoiceRow }> {
+  rowsOf(await tx.execute(sql`select id from billing.invoices where id = ${invoiceId} for update`));
+  const [before] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
+  if (!before) throw notFound(`No invoice ${invoiceId}`);
+  if (before.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${before.status}; only an open invoice can be voided`);
+  const restore = (amount: number, description: string) =>
+    moveBalance(tx, now, before.customerId, amount, { kind: "restored", description, invoiceId, currency: before.currency, ...actor });
+  if (before.creditAppliedCents > 0) await restore(before.creditAppliedCents, "Credit given back: its invoice was voided");
+  const [carried] = await tx
+    .select({ amountCents: invoiceLines.amountCents })
+    .from(invoiceLines)
+    .where(and(eq(invoiceLines.invoiceId, invoiceId), eq(invoiceLines.kind, "carried")));
+  if (carried) await restore(-carried.amountCents, "Carried balance owed again: its invoice was voided");
+  if (before.amountCarriedCents > 0) await restore(before.amountCarriedCents, "Carried amount dropped: its invoice was voided");
+  const [after] = await tx.update(invoices).set({ status: "void", voidedAt: now, nextAttemptAt: null }).where(eq(invoices.id, invoiceId)).returning();
+  return { before, after: after! };
+}
+
+export async function linesOf(db: Db, invoiceId: string): Promise<InvoiceLineRow[]> {
+  return db.select().from(invoiceLines).where(eq(invoiceLines.invoiceId, invoiceId)).orderBy(asc(invoiceLines.position));
+}
+
+const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);
+
+/** The invoice of DESIGN §6.4 in its answer's shape. */
+export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
+  return {
+    id: row.id,
+    number: row.number,
+    platformId: row.platformId,
+    customerId: row.customerId,
+    status: row.status,
+    currency: row.currency,
+    subtotalCents: row.subtotalCents,
+    taxCents: row.taxCents,
+    creditAppliedCents: row.creditAppliedCents,
+    totalCents: row.totalCents,
+    amountDueCents: row.amountDueCents,
+    amountPaidCents: row.amountPaidCents,
+    periodStart: unixSeconds(row.periodStart),
+    periodEnd: unixSeconds(row.periodEnd),
+    createdAt: unixSeconds(row.createdAt),
+    finalizedAt: seconds(row.finalizedAt),
+    paidAt: seconds(row.paidAt),
+    customerSnapshot: row.customerSnapshot,
+    lines: lines.map((line) => ({
+      id: line.id,
+      kind: line.kind,
+      description: line.description,
+      meter: line.meter,
+      quantity: line.quantity === null ? null : new Money(line.quantity).toFixed(),
+      unitAmountCents: line.unitAmountCents === null ? null : new Money(line.unitAmountCents).toFixed(),
+      amountCents: line.amountCents,
+      periodStart: seconds(line.periodStart),
+      periodEnd: seconds(line.periodEnd),
+    })),
+  };
+}

@@ -1,0 +1,86 @@
+import { ApiError } from "@core/kit";
+
+/** A card as the engine and its answers show it (Stripe's PaymentMethod, reduced). */
+export interface PaymentMethodView {
+  id: string;
+  type: "card";
+  customerId: string | null;
+  card: { brand: string; last4: string; expMonth: number; expYear: number; funding: string };
+  createdAt: number;
+}
+
+export interface SetupIntentView {
+  id: string;
+  clientSecret: string;
+  status: "requires_payment_method" | "succeeded" | "canceled";
+  customerId: string;
+}
+
+export type ChargeOutcome =
+  | { status: "succeeded"; chargeId: string }
+  | { status: "failed"; chargeId: string; code: string; declineCode: string | null; hard: boolean };
+
+export interface ChargeRequest {
+  customerId: string;
+  paymentMethodId: string;
+  amountCents: number;
+  currency: string;
+  invoiceId: string;
+  /** the same key answers the first outcome again and never charges twice (DESIGN §6.6) */
+  idempotencyKey: string;
+}
+
+/**
+ * What moves money (DESIGN §6.1): the engine owns plans, subscriptions, invoices and balances;
+ * a provider holds cards and charges them. `local` (the embedded default) and `stripe` pass one
+ * contract test suite.
+ */
+export interface PaymentProvider {
+  readonly name: "local" | "stripe";
+  /** attaches a test token (`pm_card_visa`) or a `pm_…` of this customer; refuses a declined card as Stripe does on attach */
+  attach(customerId: string, token: string): Promise<PaymentMethodView>;
+  detach(customerId: string, paymentMethodId: string): Promise<PaymentMethodView>;
+  list(customerId: string): Promise<PaymentMethodView[]>;
+  /** a payment method by id, whoever it belongs to; null when unknown */
+  find(paymentMethodId: string): Promise<PaymentMethodView | null>;
+  createSetupIntent(customerId: string): Promise<SetupIntentView>;
+  charge(request: ChargeRequest): Promise<ChargeOutcome>;
+}
+
+/** Declines that retrying cannot fix: the card is gone (DESIGN §6.3 dunning). */
+export const HARD_DECLINES = new Set(["lost_card", "stolen_card", "expired_card"]);
+
+/**
+ * 402 PAYMENT_DECLINED with Stripe's `code` and `declineCode` in `details` (DESIGN §6.1); the message
+ * names both too, for the upgrade route, whose errors carry no details (spec §2.3).
+ */
+export class PaymentDeclined extends ApiError {
+  constructor(
+    readonly cardCode: string,
+    readonly declineCode: string | null,
+  ) {
+    super(402, "PAYMENT_DECLINED", `${declineMessage(cardCode, declineCode)} (code: ${cardCode}, decline code: ${declineCode ?? "none"})`, {
+      code: cardCode,
+      declineCode,
+    });
+    this.name = "PaymentDeclined";
+  }
+}
+
+/** Stripe's messages for its decline codes, used in both providers' refusals. */
+export function declineMessage(code: string, declineCode: string | null): string {
+  switch (declineCode ?? code) {
+    case "insufficient_funds":
+      return "Your card has insufficient funds.";
+    case "lost_card":
+      return "Your card has been declined: it was reported lost.";
+    case "stolen_card":
+      return "Your card has been declined: it was reported stolen.";
+    case "expired_card":
+      return "Your card has expired.";
+    case "processing_error":
+      return "An error occurred while processing your card. Try again in a little bit.";
+    default:
+      return "Your card was declined.";
+  }
+}

@@ -1,0 +1,94 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { and, eq, ne } from "drizzle-orm";
+import { cursorParam, decodeCursor, errorResponses, jsonContent, limitParam, notFound, security, toPage, type ServiceApp } from "@core/kit";
+import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
+import { platformScope } from "../access.js";
+import type { BillingContext } from "../app.js";
+import { invoices, type InvoiceRow } from "../db/schema.js";
+import { invoiceJson, linesOf } from "../invoicing.js";
+import { renderInvoicePage } from "../pages/invoice.js";
+import { bothPrefixes } from "./answers.js";
+import { InvoiceSchema, pathId, platformQuery } from "./schemas.js";
+
+const NEWEST_FIRST: KeysetColumns = { key: invoices.createdAt, tie: invoices.id, direction: "desc" };
+
+/** Table A's invoice rows (spec §4.4; DESIGN §6.4): a page of the platform's invoices, one invoice, its printable page. */
+export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
+  const { db } = ctx.engine;
+
+  /** An invoice the caller may read: finalized, of the platform in scope (404 otherwise, as if it did not exist). */
+  async function readable(c: Parameters<typeof platformScope>[0], id: string, named: string | undefined): Promise<InvoiceRow> {
+    const [row] = await db.select().from(invoices).where(eq(invoices.id, id));
+    const scoped = await platformScope(c, ctx, "billing:read", named ?? row?.platformId ?? undefined).catch((err: unknown) => {
+      // an operator asking for an unknown invoice: its platform cannot be named, and it is simply not found
+      if (!row) throw notFound(`No invoice ${id}`);
+      throw err;
+    });
+    if (!row || row.status === "draft" || row.platformId !== scoped.platformId) throw notFound(`No invoice ${id}`);
+    return row;
+  }
+
+  for (const path of bothPrefixes("/invoices")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The platform's invoices, newest first; cursor is null on the last page",
+        security: security.anyCredential,
+        request: { query: z.object({ platformId: platformQuery(true), cursor: cursorParam(), limit: limitParam(25, 100) }) },
+        responses: {
+          200: jsonContent(z.object({ data: z.array(InvoiceSchema), cursor: z.string().nullable() }).openapi("InvoicePage"), "A page of invoices"),
+          ...errorResponses(401, 403, 404, 429, 503),
+        },
+      }),
+      async (c) => {
+        const query = c.req.valid("query");
+        const { platformId } = await platformScope(c, ctx, "billing:read", query.platformId);
+        const rows = await db
+          .select()
+          .from(invoices)
+          .where(and(eq(invoices.platformId, platformId), ne(invoices.status, "draft"), keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "id" }))))
+          .orderBy(...keysetOrder(NEWEST_FIRST))
+          .limit(query.limit + 1);
+        const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.id }));
+        const data = await Promise.all(page.data.map(async (row) => invoiceJson(row, await linesOf(db, row.id))));
+        return c.json({ data, cursor: page.cursor }, 200);
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/invoices/{id}")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "One invoice with its lines: with platformId it must belong to that platform, without it to the caller's (operators: any)",
+        description: "The spec's two invoice rows (/invoices/{id} and /invoices/{invoiceId}) are this one route (DESIGN §6.4).",
+        security: security.anyCredential,
+        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: jsonContent(InvoiceSchema, "The invoice"), ...errorResponses(401, 403, 404, 429, 503) },
+      }),
+      async (c) => {
+        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
+        return c.json(invoiceJson(row, await linesOf(db, row.id)), 200);
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/invoices/{id}/html")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The invoice as a printable HTML page",
+        security: security.anyCredential,
+        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: { description: "An HTML page", content: { "text/html": { schema: z.string() } } }, ...errorResponses(401, 403, 404, 429, 503) },
+      }),
+      async (c) => {
+        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
+        return renderInvoicePage(c, invoiceJson(row, await linesOf(db, row.id)));
+      },
+    );
+  }
+}

@@ -1,0 +1,208 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { cursorParam, decodeCursor, errorResponses, jsonBody, jsonContent, limitParam, requestIdOf, security, toPage, unixSeconds, type ServiceApp } from "@core/kit";
+import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
+import { actorOf, callerKey, requireOperator } from "../access.js";
+import type { BillingContext } from "../app.js";
+import { operatorAudit } from "../db/schema.js";
+import { invoiceJson, linesOf, voidOpenInvoice } from "../invoicing.js";
+import { auditOperatorAction, generateInvoice, grantCredit, overrideSubscription, overview, startTrial } from "../operator.js";
+import { subscriptionJson } from "../subscriptions.js";
+import { keyedAnswer } from "./answers.js";
+import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
+
+const CreditInput = z
+  .object({
+    customerId: Id,
+    amount: z
+      .union([z.number().gt(0), z.string().min(1).max(40)])
+      .openapi({ description: "in major units (12.5 is $12.50), parsed as a decimal; at most the currency's minor-unit precision" }),
+    currency: z.string().length(3).optional().openapi({ description: "ISO 4217; default the customer's (usd)" }),
+    description: z.string().min(1).max(500),
+  })
+  .strict()
+  .openapi("CreditInput");
+
+const CreditAnswer = z
+  .object({ customerId: z.string(), amountCents: z.number().int(), currency: z.string(), description: z.string(), balanceCents: z.number().int() })
+  .openapi("Credit");
+
+const OverviewSchema = z
+  .object({
+    currency: z.string(),
+    mrrCents: z.number().int(),
+    activePlatforms: z.number().int(),
+    paidPlatforms: z.number().int(),
+    trialingPlatforms: z.number().int(),
+    pastDuePlatforms: z.number().int(),
+    platformsByTier: z.object({ free: z.number().int(), starter: z.number().int(), growth: z.number().int(), scale: z.number().int() }),
+    revenueThisMonthCents: z.number().int(),
+  })
+  .openapi("BillingOverview");
+
+const AuditEntrySchema = z
+  .object({
+    id: z.string(),
+    at: z.number().int(),
+    actorType: z.string(),
+    actorId: z.string().nullable(),
+    action: z.string(),
+    targetType: z.string(),
+    targetId: z.string(),
+    before: z.unknown(),
+    after: z.unknown(),
+    requestId: z.string().nullable(),
+  })
+  .openapi("BillingAuditEntry");
+
+const NEWEST_FIRST: KeysetColumns = { key: operatorAudit.at, tie: operatorAudit.seq, direction: "desc" };
+
+/** The operator routes of table B (spec §4.4; DESIGN §6.3, §6.4): every action audited. */
+export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
+  const { engine } = ctx;
+  const audit = (c: Parameters<typeof requestIdOf>[0], caller: Awaited<ReturnType<typeof requireOperator>>, entry: { action: string; targetType: string; targetId: string; before?: unknown; after?: unknown }) =>
+    auditOperatorAction(engine.db, { now: () => engine.time.wallNow() }, { ...actorOf(caller), ...entry, requestId: requestIdOf(c) });
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/credits",
+      summary: "Credit a customer: an amount in major units, kept as integer minor units in the balance ledger and applied to the next invoices",
+      security: security.anyCredential,
+      request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
+      responses: { 201: jsonContent(CreditAnswer, "The credit and the balance after it"), ...errorResponses(401, 403, 404, 409, 422) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const input = c.req.valid("json");
+      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/credits", key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
+        const result = await grantCredit(engine, input, actorOf(caller));
+        await audit(c, caller, { action: "credit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
+        return {
+          status: 201,
+          body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
+        };
+      });
+      return keyedAnswer(c, keyed);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/invoices/generate",
+      summary: "Invoice what is pending for a customer (carried balance, usage so far), finalize it and charge it; nothing pending is 409 NOTHING_TO_INVOICE",
+      security: security.anyCredential,
+      request: { headers: IdempotencyHeader, body: jsonBody(z.object({ customerId: Id, description: z.string().min(1).max(500).optional() }).strict().openapi("GenerateInvoiceInput")) },
+      responses: { 201: jsonContent(InvoiceSchema, "The finalized invoice"), ...errorResponses(401, 403, 404, 409, 422) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const input = c.req.valid("json");
+      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/invoices/generate", key: c.req.valid("header")["idempotency-key"], request: input }, async (requestKey) => {
+        const invoice = await generateInvoice(engine, input, requestKey);
+        await audit(c, caller, { action: "invoice.generate", targetType: "invoice", targetId: invoice.id, after: { status: invoice.status, amountDueCents: invoice.amountDueCents } });
+        return { status: 201, body: invoiceJson(invoice, await linesOf(engine.db, invoice.id)) };
+      });
+      return keyedAnswer(c, keyed);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/invoices/{id}/void",
+      summary: "Void an open invoice and give back the balance it applied; a paid invoice cannot be voided (409)",
+      security: security.anyCredential,
+      request: { params: z.object({ id: pathId("id") }) },
+      responses: { 200: jsonContent(InvoiceSchema, "The voided invoice"), ...errorResponses(401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const now = await engine.time.now();
+      const { before, after } = await engine.db.transaction((tx) => voidOpenInvoice(tx, now, c.req.valid("param").id, actorOf(caller)));
+      await audit(c, caller, { action: "invoice.void", targetType: "invoice", targetId: after.id, before: { status: before.status }, after: { status: after.status } });
+      return c.json(invoiceJson(after, await linesOf(engine.db, after.id)), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "patch",
+      path: "/operator/subscriptions/{id}/override",
+      summary: "Set the tier or the trial's end directly, without proration; a trialEnd in the past ends the trial now",
+      security: security.anyCredential,
+      request: {
+        params: z.object({ id: pathId("id") }),
+        body: jsonBody(
+          z
+            .object({ planTier: Tier.optional(), trialEnd: z.number().int().min(0).max(99_999_999_999).optional().openapi({ description: "Unix seconds" }) })
+            .strict()
+            .refine((v) => v.planTier !== undefined || v.trialEnd !== undefined, "Give planTier, trialEnd or both")
+            .openapi({ minProperties: 1 })
+            .openapi("OverrideInput"),
+        ),
+      },
+      responses: { 200: jsonContent(SubscriptionSchema, "The subscription"), ...errorResponses(401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const { before, after } = await overrideSubscription(engine, c.req.valid("param").id, c.req.valid("json"));
+      await audit(c, caller, { action: "subscription.override", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
+      return c.json(subscriptionJson(after), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/subscriptions/{id}/trial",
+      summary: "Start a trial of trialDays (1-365): nothing is charged until it ends; unused paid time is credited; on free it is a trial of starter",
+      security: security.anyCredential,
+      request: { params: z.object({ id: pathId("id") }), body: jsonBody(z.object({ trialDays: z.number().int().gt(0).max(365) }).strict().openapi("TrialInput")) },
+      responses: { 200: jsonContent(SubscriptionSchema, "The trialing subscription"), ...errorResponses(401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const { before, after } = await startTrial(engine, c.req.valid("param").id, c.req.valid("json").trialDays);
+      await audit(c, caller, { action: "subscription.trial", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
+      return c.json(subscriptionJson(after), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/operator/overview",
+      summary: "Monthly recurring revenue, platforms by state and tier, revenue collected this month",
+      security: security.anyCredential,
+      responses: { 200: jsonContent(OverviewSchema, "The overview"), ...errorResponses(401, 403) },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      return c.json(await overview(engine), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/operator/audit",
+      summary: "Every operator action, newest first: who, what, before and after",
+      security: security.anyCredential,
+      request: { query: z.object({ cursor: cursorParam(), limit: limitParam(50, 100) }) },
+      responses: { 200: jsonContent(z.object({ data: z.array(AuditEntrySchema), cursor: z.string().nullable() }).openapi("BillingAuditPage"), "A page of the audit"), ...errorResponses(401, 403) },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      const query = c.req.valid("query");
+      const rows = await engine.db
+        .select()
+        .from(operatorAudit)
+        .where(keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "sequence" })))
+        .orderBy(...keysetOrder(NEWEST_FIRST))
+        .limit(query.limit + 1);
+      const page = toPage(rows, query.limit, (r) => ({ k: r.at, id: r.seq }));
+      return c.json({ data: page.data.map(({ seq: _, ...entry }) => ({ ...entry, at: unixSeconds(entry.at) })), cursor: page.cursor }, 200);
+    },
+  );
+}

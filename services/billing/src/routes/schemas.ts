@@ -1,0 +1,130 @@
+import { z } from "@hono/zod-openapi";
+import { METERS, PAID_TIERS, TIERS } from "../plans.js";
+
+/** Ids in paths and bodies: min1 per spec, bounded so junk never reaches the database. */
+export const Id = z.string().min(1).max(128);
+export const pathId = (name: string) => Id.openapi({ param: { name, in: "path" } });
+export const platformQuery = (required: boolean) =>
+  (required ? Id : Id.optional()).openapi({ param: { name: "platformId", in: "query" }, description: "The platform; tenants may leave it out (their own)" });
+
+export const Tier = z.enum(TIERS);
+export const PaidTier = z.enum(PAID_TIERS);
+const Seconds = z.number().int().openapi({ description: "Unix seconds" });
+const NullableSeconds = Seconds.nullable();
+
+export const PlanSchema = z
+  .object({
+    id: z.string(),
+    tier: Tier,
+    name: z.string(),
+    currency: z.string(),
+    priceCents: z.number().int(),
+    interval: z.literal("month"),
+    priceId: z.string(),
+    included: z.record(z.enum(METERS), z.string()).openapi({ description: "included quantity of each meter per period, decimal strings" }),
+    overageUnitCents: z.record(z.enum(METERS), z.string()).openapi({ description: "price of each unit beyond what is included, in cents, decimal strings (fractions of a cent allowed)" }),
+  })
+  .openapi("Plan");
+
+export const SubscriptionSchema = z
+  .object({
+    id: z.string(),
+    platformId: z.string(),
+    customerId: z.string().nullable(),
+    tier: Tier,
+    planId: z.string(),
+    status: z.enum(["active", "trialing", "past_due", "canceled"]),
+    billingAnchor: Seconds,
+    currentPeriodStart: Seconds,
+    currentPeriodEnd: Seconds,
+    cancelAtPeriodEnd: z.boolean(),
+    canceledAt: NullableSeconds,
+    trialEnd: NullableSeconds,
+    pendingTier: Tier.nullable(),
+    quantity: z.number().int().openapi({ description: "seats: the plan's price is charged this many times" }),
+    pendingQuantity: z.number().int().nullable().openapi({ description: "a lower quantity that takes effect at the period's end" }),
+    metadata: z.record(z.string(), z.unknown()),
+    createdAt: Seconds,
+  })
+  .openapi("Subscription");
+
+export const InvoiceLineSchema = z
+  .object({
+    id: z.string(),
+    kind: z.enum(["subscription", "proration", "usage", "credit", "carried", "manual"]),
+    description: z.string(),
+    meter: z.string().nullable(),
+    quantity: z.string().nullable().openapi({ description: "a decimal string" }),
+    unitAmountCents: z.string().nullable().openapi({ description: "a decimal string" }),
+    amountCents: z.number().int(),
+    periodStart: NullableSeconds,
+    periodEnd: NullableSeconds,
+  })
+  .openapi("InvoiceLine");
+
+export const InvoiceSchema = z
+  .object({
+    id: z.string(),
+    number: z.string().nullable(),
+    platformId: z.string(),
+    customerId: z.string(),
+    status: z.enum(["draft", "open", "paid", "void", "uncollectible"]),
+    currency: z.string(),
+    subtotalCents: z.number().int(),
+    taxCents: z.number().int(),
+    creditAppliedCents: z.number().int(),
+    totalCents: z.number().int(),
+    amountDueCents: z.number().int(),
+    amountPaidCents: z.number().int(),
+    periodStart: Seconds,
+    periodEnd: Seconds,
+    createdAt: Seconds,
+    finalizedAt: NullableSeconds,
+    paidAt: NullableSeconds,
+    customerSnapshot: z.object({ email: z.string(), name: z.string().nullable() }),
+    lines: z.array(InvoiceLineSchema),
+  })
+  .openapi("Invoice");
+
+export const PaymentMethodSchema = z
+  .object({
+    id: z.string(),
+    type: z.literal("card"),
+    customerId: z.string().nullable(),
+    card: z.object({ brand: z.string(), last4: z.string(), expMonth: z.number().int(), expYear: z.number().int(), funding: z.string() }),
+    createdAt: Seconds,
+    isDefault: z.boolean(),
+  })
+  .openapi("PaymentMethod");
+
+export const CustomerSchema = z
+  .object({
+    id: z.string(),
+    email: z.string(),
+    name: z.string().nullable(),
+    metadata: z.record(z.string(), z.unknown()),
+    platformId: z.string().nullable(),
+    userId: z.string().nullable(),
+    balanceCents: z.number().int().openapi({ description: "positive: credit the customer holds; negative: a debit carried to the next invoice" }),
+    currency: z.string(),
+    defaultPaymentMethodId: z.string().nullable(),
+    createdAt: Seconds,
+  })
+  .openapi("Customer");
+
+/** Free-form metadata: string keys, at most 50, each value at most 500 characters when a string (Stripe's limits). */
+export const Metadata = z
+  .record(z.string().min(1).max(40), z.union([z.string().max(500), z.number(), z.boolean(), z.null()]))
+  .refine((m) => Object.keys(m).length <= 50, "at most 50 keys");
+
+export const Email = z.email().max(320);
+
+/** The optional key of a money-moving POST (DESIGN §6.6): retries with the same key charge once. */
+export const IdempotencyHeader = z.object({
+  "idempotency-key": z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .openapi({ param: { name: "idempotency-key", in: "header" }, description: "Idempotency-Key: retries with the same key and body answer the first result and charge once (DESIGN §6.6)" }),
+});

@@ -1,0 +1,78 @@
+import { and, asc, eq, lte, ne, sql } from "drizzle-orm";
+import type { Logger } from "@core/kit";
+import type { Db } from "@core/storage";
+import type { ServiceTokenSource } from "@core/service-auth";
+import { tierSync } from "./db/schema.js";
+
+/** Retries back off from 2 s to 5 min: a registry down for a minute catches up within it. */
+const backoffMs = (attempts: number) => Math.min(2_000 * 2 ** Math.min(attempts, 8), 300_000);
+
+/**
+ * Records the platform's new tier in the transaction of the change that made it (DESIGN §6.3: an
+ * outbox). Only the latest tier matters, so each platform has one row whose version counts up.
+ */
+export async function recordTier(tx: Db, platformId: string, tier: string, wallNow: Date): Promise<void> {
+  await tx
+    .insert(tierSync)
+    .values({ platformId, tier, version: 1, nextAttemptAt: wallNow, updatedAt: wallNow })
+    .onConflictDoUpdate({
+      target: tierSync.platformId,
+      set: { tier, version: sql`${tierSync.version} + 1`, attempts: 0, nextAttemptAt: wallNow, lastError: null, updatedAt: wallNow },
+    });
+}
+
+/**
+ * Pushes pending tiers to the platform registry (`PATCH /platforms/{id}` with a service token),
+ * retried with backoff until it accepts. A version written while a push was on its way is pushed again.
+ */
+export class TierSync {
+  constructor(
+    private readonly db: Db,
+    private readonly registryUrl: string,
+    private readonly tokens: ServiceTokenSource,
+    private readonly logger: Logger,
+    private readonly doFetch: typeof fetch = fetch,
+  ) {}
+
+  /** One pass over what is due; answers how many platforms the registry accepted. */
+  async push(wallNow: Date): Promise<number> {
+    const due = await this.db
+      .select()
+      .from(tierSync)
+      .where(and(ne(tierSync.version, tierSync.syncedVersion), lte(tierSync.nextAttemptAt, wallNow)))
+      .orderBy(asc(tierSync.nextAttemptAt))
+      .limit(50);
+    let accepted = 0;
+    for (const row of due) {
+      const error = await this.send(row.platformId, row.tier);
+      if (error === null) {
+        accepted++;
+        await this.db.update(tierSync).set({ syncedVersion: row.version, attempts: 0, lastError: null }).where(and(eq(tierSync.platformId, row.platformId), eq(tierSync.version, row.version)));
+      } else {
+        this.logger.warn({ platformId: row.platformId, attempts: row.attempts + 1, error }, "the platform registry did not take a tier yet");
+        await this.db
+          .update(tierSync)
+          .set({ attempts: row.attempts + 1, lastError: error.slice(0, 500), nextAttemptAt: new Date(wallNow.getTime() + backoffMs(row.attempts)) })
+          .where(and(eq(tierSync.platformId, row.platformId), eq(tierSync.version, row.version)));
+      }
+    }
+    return accepted;
+  }
+
+  /** null when the registry took the tier; else why not. A platform it does not know is not retried forever: it is the registry's answer. */
+  private async send(platformId: string, tier: string): Promise<string | null> {
+    try {
+      const response = await this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        body: JSON.stringify({ tier }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      await response.body?.cancel();
+      if (response.ok || response.status === 404) return null;
+      return `the registry answered ${response.status}`;
+    } catch (err) {
+      return (err as Error).message || "the registry is unreachable";
+    }
+  }
+}

@@ -1,0 +1,147 @@
+import { and, asc, desc, eq, gt, lt, or, sql, type SQL } from "drizzle-orm";
+import { unixSeconds } from "@core/kit";
+import type { Db } from "@core/storage";
+import { usageAlerts, usageDaily, usageEntities, type SubscriptionRow } from "./db/schema.js";
+import { decimalString, lineAmountCents, overageOf } from "./money.js";
+import { METERS, type Catalogue, type Plan, type Tier } from "./plans.js";
+
+/**
+ * Usage as the read routes of spec §4.4 table A answer it (DESIGN §6.5): always from the daily
+ * rollups, never from raw events, so a read costs the same at ten events or ten million. Quantities
+ * are decimal strings summed exactly by the database (`numeric`), never floats.
+ */
+
+export const DAY_MS = 86_400_000;
+
+/** The meters a plan prices, in the catalogue's order. */
+export const metersOf = (plan: Plan) => METERS.filter((m) => Object.hasOwn(plan.included, m));
+
+const zero = "0";
+const sumOf = sql<string>`coalesce(sum(${usageDaily.quantity}), 0)::text`;
+const ofTenant = (tenantId: string | undefined): SQL | undefined => (tenantId === undefined ? undefined : eq(usageDaily.tenantId, tenantId));
+
+/** A UTC day as the routes write it (`2026-02-14`). */
+export const dayOf = (d: Date) => d.toISOString().slice(0, 10);
+
+/**
+ * `usage/current` (DESIGN §6.5): each meter of the plan in force, its quantity this period, what the
+ * plan includes, the overage beyond it and what the overage would cost at the plan's unit price.
+ */
+export async function currentUsage(db: Db, catalogue: Catalogue, subscription: SubscriptionRow, tenantId: string | undefined) {
+  const plan = catalogue.plan(subscription.tier as Tier);
+  const rows = await db
+    .select({ meter: usageDaily.meter, quantity: sumOf })
+    .from(usageDaily)
+    .where(and(eq(usageDaily.platformId, subscription.platformId), eq(usageDaily.periodStart, subscription.currentPeriodStart), ofTenant(tenantId)))
+    .groupBy(usageDaily.meter);
+  const used = new Map(rows.map((r) => [r.meter, r.quantity]));
+  let estimatedOverageCents = 0;
+  const meters = metersOf(plan).map((meter) => {
+    const quantity = decimalString(used.get(meter) ?? zero);
+    const included = decimalString(plan.included[meter]!);
+    const beyond = overageOf(quantity, included);
+    const overageCents = lineAmountCents(beyond, plan.overageUnitCents[meter] ?? zero);
+    estimatedOverageCents += overageCents;
+    return { meter, quantity, included, overage: beyond, overageCents };
+  });
+  return {
+    platformId: subscription.platformId,
+    tenantId: tenantId ?? null,
+    periodStart: unixSeconds(subscription.currentPeriodStart),
+    periodEnd: unixSeconds(subscription.currentPeriodEnd),
+    meters,
+    estimatedOverageCents,
+  };
+}
+
+/** `usage/daily` (DESIGN §6.5): every UTC day of `from..to` (both included) × every meter of the plan, zeros included. */
+export async function dailyUsage(db: Db, platformId: string, meters: readonly string[], from: string, to: string, filter: { tenantId?: string; stackId?: string } = {}) {
+  const rows = await db
+    .select({ day: usageDaily.day, meter: usageDaily.meter, quantity: sumOf })
+    .from(usageDaily)
+    .where(
+      and(
+        eq(usageDaily.platformId, platformId),
+        sql`${usageDaily.day} between ${from} and ${to}`,
+        ofTenant(filter.tenantId),
+        filter.stackId === undefined ? undefined : eq(usageDaily.stackId, filter.stackId),
+      ),
+    )
+    .groupBy(usageDaily.day, usageDaily.meter);
+  const found = new Map(rows.map((r) => [`${r.day}|${r.meter}`, r.quantity]));
+  const data: { date: string; meter: string; quantity: string }[] = [];
+  for (let t = Date.parse(`${from}T00:00:00Z`); t <= Date.parse(`${to}T00:00:00Z`); t += DAY_MS) {
+    const date = dayOf(new Date(t));
+    for (const meter of meters) data.push({ date, meter, quantity: decimalString(found.get(`${date}|${meter}`) ?? zero) });
+  }
+  return data;
+}
+
+/** A history position: the period's start, and the meter (newest period first, meters in name order). */
+export interface HistoryPosition {
+  k: Date;
+  id: string;
+}
+
+/** `usage/history` (DESIGN §6.5): one row per closed period and meter, newest first, keyset-paged. */
+export async function usageHistory(db: Db, platformId: string, currentPeriodStart: Date, limit: number, after: HistoryPosition | null, tenantId: string | undefined) {
+  const rows = await db
+    .select({ periodStart: usageDaily.periodStart, periodEnd: usageDaily.periodEnd, meter: usageDaily.meter, quantity: sumOf })
+    .from(usageDaily)
+    .where(
+      and(
+        eq(usageDaily.platformId, platformId),
+        lt(usageDaily.periodStart, currentPeriodStart),
+        ofTenant(tenantId),
+        after ? or(lt(usageDaily.periodStart, after.k), and(eq(usageDaily.periodStart, after.k), gt(usageDaily.meter, after.id))) : undefined,
+      ),
+    )
+    .groupBy(usageDaily.periodStart, usageDaily.periodEnd, usageDaily.meter)
+    .orderBy(desc(usageDaily.periodStart), asc(usageDaily.meter))
+    .limit(limit + 1);
+  return rows.map((r) => ({ ...r, quantity: decimalString(r.quantity) }));
+}
+
+/** `usage/entities` (DESIGN §6.5): the tenants with usage, by id, keyset-paged. */
+export async function usageTenants(db: Db, platformId: string, limit: number, after: string | null) {
+  return db
+    .select()
+    .from(usageEntities)
+    .where(and(eq(usageEntities.platformId, platformId), after === null ? undefined : gt(usageEntities.tenantId, after)))
+    .orderBy(asc(usageEntities.tenantId))
+    .limit(limit + 1);
+}
+
+/** The quantities of this period per stack and meter: `usage-summary` and the per-stack route. */
+export async function stackUsage(db: Db, subscription: SubscriptionRow, stackId?: string) {
+  const rows = await db
+    .select({ stackId: usageDaily.stackId, meter: usageDaily.meter, quantity: sumOf })
+    .from(usageDaily)
+    .where(
+      and(
+        eq(usageDaily.platformId, subscription.platformId),
+        eq(usageDaily.periodStart, subscription.currentPeriodStart),
+        stackId === undefined ? undefined : eq(usageDaily.stackId, stackId),
+      ),
+    )
+    .groupBy(usageDaily.stackId, usageDaily.meter)
+    .orderBy(asc(usageDaily.stackId), asc(usageDaily.meter));
+  return rows.map((r) => ({ ...r, quantity: decimalString(r.quantity) }));
+}
+
+/** `usage/alerts` (DESIGN §6.5): the thresholds crossed in the current period. */
+export async function currentAlerts(db: Db, subscription: SubscriptionRow) {
+  const rows = await db
+    .select()
+    .from(usageAlerts)
+    .where(and(eq(usageAlerts.platformId, subscription.platformId), eq(usageAlerts.periodStart, subscription.currentPeriodStart)))
+    .orderBy(asc(usageAlerts.triggeredAt), asc(usageAlerts.id));
+  return rows.map((r) => ({
+    id: r.id,
+    meter: r.meter,
+    thresholdPercent: r.thresholdPercent,
+    quantity: decimalString(r.quantity),
+    included: decimalString(r.included),
+    triggeredAt: unixSeconds(r.triggeredAt),
+  }));
+}

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "@core/kit";
+import { testDatabases } from "@core/storage";
+import { BillingWorker, RETRY_DAYS } from "../src/renewals.js";
+import { startBilling, type Billing } from "./support/billing.js";
+
+const DAY = 86_400_000;
+const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+
+describe.each(testDatabases())("renewals, dunning and the test clock on $name", (database) => {
+  let b: Billing;
+  let op: Record<string, string>;
+  beforeAll(async () => {
+    b = await startBilling(database, { testClock: true });
+    op = b.as.operator();
+  });
+  afterAll(() => b?.close());
+
+  const invoicesOf = async (platformId: string) => (await b.call("GET", `/invoices?platformId=${platformId}&limit=100`, { headers: op })).body.data as any[];
+  const subscriptionOf = async (platformId: string) => (await b.call("GET", `/subscription?platformId=${platformId}`, { headers: op })).body;
+  const advance = (seconds: number) => b.call("POST", "/operator/test-clock/advance", { headers: op, body: { seconds } });
+
+  it("renews on the anchor's clamped month ends and invoices each period once, charged in advance", async () => {
+    const { platformId } = await b.upgraded("plan_growth");
+    const r = await advance(92 * 86_400); // 31 January + 92 days: past 28 February, 31 March and 30 April
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ enabled: true, offsetSeconds: 92 * 86_400 });
+    const sub = await subscriptionOf(platformId);
+    expect(iso(sub.currentPeriodStart)).toBe("2026-04-30T10:00:00.000Z");
+    expect(iso(sub.currentPeriodEnd)).toBe("2026-05-31T10:00:00.000Z");
+    const invoices = await invoicesOf(platformId);
+    expect(invoices.map((i) => [i.status, iso(i.periodStart), i.amountPaidCents])).toEqual([
+      ["paid", "2026-04-30T10:00:00.000Z", 9900],
+      ["paid", "2026-03-31T10:00:00.000Z", 9900],
+      ["paid", "2026-02-28T10:00:00.000Z", 9900],
+      ["paid", "2026-01-31T10:00:00.000Z", 9900],
+    ]);
+    expect(invoices.map((i) => i.number.slice(-4))).toEqual(["0004", "0003", "0002", "0001"]);
+    // a second pass and a second advance of nothing due invoice nothing again
+    await b.ctx.worker.pass();
+    expect(await invoicesOf(platformId)).toHaveLength(4);
+  });
+
+  it("answers the clock, refuses to go back, and is for operators", async () => {
+    const now = await b.call("GET", "/operator/test-clock", { headers: op });
+    expect(now.status).toBe(200);
+    expect(now.body.now).toBe(Math.floor(b.clock.now().getTime() / 1000) + now.body.offsetSeconds);
+    for (const seconds of [0, -60, 1.5, "60"]) expect((await advance(seconds as number)).status, String(seconds)).toBe(400);
+    const platformId = await b.newPlatform();
+    expect((await b.call("POST", "/operator/test-clock/advance", { headers: b.as.owner(platformId), body: { seconds: 60 } })).status).toBe(403);
+  });
+
+  it("applies a pending downgrade at the period's end and charges the lower price", async () => {
+    const { platformId, owner } = await b.upgraded("plan_scale");
+    expect((await b.call("POST", "/subscription/change-tier", { headers: owner, body: { tier: "starter" } })).body.subscription.pendingTier).toBe("starter");
+    await advance(32 * 86_400);
+    const sub = await subscriptionOf(platformId);
+    expect(sub).toMatchObject({ tier: "starter", pendingTier: null, status: "active" });
+    expect((await invoicesOf(platformId))[0]).toMatchObject({ status: "paid", amountPaidCents: 2900 });
+    await b.ctx.tierSync.push(b.clock.now());
+    expect((await b.platformOf(platformId)).tier).toBe("starter");
+  });
+
+  it("makes a refused renewal past_due, retries it after 1, 3 and 5 days, then marks it uncollectible and returns the platform to free", async () => {
+    const { platformId } = await b.upgraded("plan_starter");
+    const customerId = (await subscriptionOf(platformId)).customerId;
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId, setAsDefault: true } });
+    const end = (await subscriptionOf(platformId)).currentPeriodEnd;
+    const clock = (await b.call("GET", "/operator/test-clock", { headers: op })).body.now;
+    await advance(end - clock + 60);
+    const pastDue = await subscriptionOf(platformId);
+    expect(pastDue.status).toBe("past_due");
+    const renewal = (await invoicesOf(platformId))[0];
+    expect(renewal).toMatchObject({ status: "open", amountPaidCents: 0 });
+    for (const [i, day] of RETRY_DAYS.entries()) {
+      const previous = RETRY_DAYS[i - 1] ?? 0;
+      await advance((day - previous) * 86_400);
+      const status = (await subscriptionOf(platformId)).status;
+      expect(status, `after the retry of day ${day}`).toBe(i < RETRY_DAYS.length - 1 ? "past_due" : "active");
+    }
+    const after = await b.call("GET", `/invoices/${renewal.id}?platformId=${platformId}`, { headers: op });
+    expect(after.body.status).toBe("uncollectible");
+    const sub = await subscriptionOf(platformId);
+    expect(sub).toMatchObject({ tier: "free", status: "active" });
+    expect(sub.id).not.toBe(pastDue.id);
+    expect((await b.call("GET", `/subscriptions/${pastDue.id}`, { headers: op })).body.status).toBe("canceled");
+    const charges = (await b.db.execute(`select count(*)::int as n from billing.charges where invoice_id = '${renewal.id}'`)) as any;
+    // the renewal and three retries: four attempts, none more
+    expect(Number((charges.rows ?? charges)[0].n)).toBe(1 + RETRY_DAYS.length);
+  });
+
+  it("retries a past_due renewal at once when a new default card is set, and the subscription is active again", async () => {
+    const { platformId } = await b.upgraded("plan_starter");
+    const customerId = (await subscriptionOf(platformId)).customerId;
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId, setAsDefault: true } });
+    const sub = await subscriptionOf(platformId);
+    const clock = (await b.call("GET", "/operator/test-clock", { headers: op })).body.now;
+    await advance(sub.currentPeriodEnd - clock + 60);
+    expect((await subscriptionOf(platformId)).status).toBe("past_due");
+    const fixed = await b.call("POST", "/payment-methods/pm_card_visa/attach", { headers: op, body: { customerId, setAsDefault: true } });
+    expect(fixed.status).toBe(200);
+    expect((await subscriptionOf(platformId)).status).toBe("active");
+    expect((await invoicesOf(platformId))[0]).toMatchObject({ status: "paid", amountPaidCents: 2900 });
+  });
+
+  it("starts a trial without charging, keeps it across tier changes, and charges at its end, anchored there", async () => {
+    const platformId = await b.newPlatform();
+    const free = await subscriptionOf(platformId);
+    const trial = await b.call("POST", `/operator/subscriptions/${free.id}/trial`, { headers: op, body: { trialDays: 14 } });
+    expect(trial.status).toBe(200);
+    expect(trial.body).toMatchObject({ status: "trialing", tier: "starter" });
+    // a trial of a platform without a customer returns to free at its end: nobody to charge
+    await advance(15 * 86_400);
+    expect(await subscriptionOf(platformId)).toMatchObject({ tier: "free", status: "active" });
+    expect(await invoicesOf(platformId)).toEqual([]);
+
+    const paid = await b.upgraded("plan_starter");
+    const current = await subscriptionOf(paid.platformId);
+    const started = await b.call("POST", `/operator/subscriptions/${current.id}/trial`, { headers: op, body: { trialDays: 10 } });
+    expect(started.body.status).toBe("trialing");
+    const up = await b.call("POST", "/subscription/change-tier", { headers: paid.owner, body: { tier: "growth" } });
+    expect(up.body).toMatchObject({ subscription: { tier: "growth", status: "trialing", trialEnd: started.body.trialEnd }, invoice: null });
+    await advance(11 * 86_400);
+    const after = await subscriptionOf(paid.platformId);
+    expect(after).toMatchObject({ tier: "growth", status: "active", billingAnchor: started.body.trialEnd, currentPeriodStart: started.body.trialEnd });
+    const last = (await invoicesOf(paid.platformId))[0];
+    expect(last).toMatchObject({ status: "paid", periodStart: started.body.trialEnd, subtotalCents: 9900 });
+    // the unused paid time given back when the trial started is applied to this first charge
+    expect(last.creditAppliedCents).toBeGreaterThan(0);
+    expect(last.amountPaidCents).toBe(9900 - last.creditAppliedCents);
+  });
+
+  it("two replicas' workers on one database invoice each period once", async () => {
+    const platforms = await Promise.all(Array.from({ length: 6 }, () => b.upgraded("plan_starter")));
+    const other = new BillingWorker(b.engine, 60_000, silentLogger());
+    await b.engine.time.advance(3 * 31 * 86_400);
+    // both replicas run everything due at once, twice over
+    await Promise.all([b.ctx.worker.pass(), other.pass(), b.ctx.worker.pass(), other.pass()]);
+    for (const { platformId } of platforms) {
+      const invoices = await invoicesOf(platformId);
+      const periods = invoices.map((i) => i.periodStart);
+      expect(new Set(periods).size, platformId).toBe(periods.length);
+      expect(invoices, platformId).toHaveLength(4);
+      expect(invoices.every((i) => i.status === "paid")).toBe(true);
+    }
+    await other.stop();
+  });
+});
