@@ -35,11 +35,13 @@ describe("npm start", () => {
   let iamUrl: string;
 
   beforeAll(async () => {
-    const [iam, registry, stacks, vault] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const [iam, registry, stacks, vault, billing] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
     iamUrl = `http://127.0.0.1:${iam}`;
     env = {
       CORE_DATA_DIR: dataDir,
       CORE_IAM_PORT: String(iam),
+      CORE_BILLING_PORT: String(billing),
+      CORE_BILLING_URL: `http://127.0.0.1:${billing}`,
       CORE_PLATFORM_REGISTRY_PORT: String(registry),
       CORE_STACK_REGISTRY_PORT: String(stacks),
       CORE_STACK_REGISTRY_URL: `http://127.0.0.1:${stacks}`,
@@ -59,6 +61,11 @@ describe("npm start", () => {
     expect(first.output()).toContain(`${env.CORE_MCP_URL}/mcp`);
     const health = await fetch(`${iamUrl}/health`);
     expect(health.status).toBe(200);
+    // billing runs with the rest, its migrations applied: the price list answers without a credential
+    expect(first.output()).toContain(env.CORE_BILLING_URL);
+    const plans = await fetch(`${env.CORE_BILLING_URL}/plans`);
+    expect(((await plans.json()) as { tier: string }[]).map((p) => p.tier)).toEqual(["free", "starter", "growth", "scale"]);
+    expect((await fetch(`${env.CORE_BILLING_URL}/health`)).status).toBe(200);
 
     const signUp = await fetch(`${iamUrl}/api/auth/sign-up/email`, {
       method: "POST",
@@ -126,7 +133,7 @@ describe("npm start", () => {
     try {
       const migrate = start({ ...env, CORE_DATA_DIR: fresh }, ["--migrate-only"]);
       expect(await migrate.exited).toBe(0);
-      expect(migrate.output()).toContain("core: migrations applied for iam, stack-registry, platform-registry, vault");
+      expect(migrate.output()).toContain("core: migrations applied for iam, billing, stack-registry, platform-registry, vault");
       expect(readdirSync(fresh).filter((name) => name.endsWith(".secret"))).toEqual([]);
     } finally {
       rmSync(fresh, { recursive: true, force: true });

@@ -30,7 +30,7 @@ interface Operation {
   responses: Record<string, { content?: Record<string, { schema?: Schema }> }>;
 }
 interface Described {
-  service: "iam" | "stack-registry" | "platform-registry" | "vault";
+  service: "iam" | "billing" | "stack-registry" | "platform-registry" | "vault";
   method: string;
   path: string;
   operation: Operation;
@@ -146,7 +146,9 @@ async function send(sent: Sent) {
 
 function check(described: Described, sent: Sent, secret: string | null, answer: Awaited<ReturnType<typeof send>>) {
   const where = `${sent.method} ${sent.url.slice(0, 300)} as ${sent.credential}${sent.body ? ` with ${sent.body.slice(0, 300)}` : ""}`;
-  expect(answer.status, `${where} answered ${answer.status}: ${answer.text.slice(0, 500)}`).toBeLessThan(500);
+  // the one 5xx a description may list: billing's reserved POST /subscription answers 501 by design (spec §4.4)
+  const reserved = answer.status === 501 && "501" in described.operation.responses;
+  if (!reserved) expect(answer.status, `${where} answered ${answer.status}: ${answer.text.slice(0, 500)}`).toBeLessThan(500);
   const listed = described.operation.responses;
   expect(Object.keys(listed), `${where} answered ${answer.status}, which its description does not list: ${answer.text.slice(0, 300)}`).toContain(String(answer.status));
   expect(answer.text, `${where} answered a stack trace`).not.toMatch(/\n\s+at .+\(.+:\d+:\d+\)/);
@@ -160,8 +162,8 @@ function check(described: Described, sent: Sent, secret: string | null, answer: 
   const matched = shapes.filter((name) => SHAPES[name]?.(body));
   expect(matched.length, `${where}: a ${answer.status} in none of the listed shapes (${shapes.join(", ")}): ${answer.text.slice(0, 300)}`).toBeGreaterThan(0);
   if (matched.includes("ErrorEnvelope") && body.error) {
-    // spec §2.3: details is in every envelope but the whoami route's
-    const withoutDetails = described.path.startsWith("/api/v1/cli/");
+    // spec §2.3: details is in every envelope but the whoami route's and billing's upgrade route's
+    const withoutDetails = described.path.startsWith("/api/v1/cli/") || described.path === "/api/billing/upgrade";
     expect("details" in body.error, `${where}: details ${withoutDetails ? "present" : "missing"}: ${answer.text.slice(0, 300)}`).toBe(!withoutDetails);
     if (body.error.code === "VALIDATION_ERROR" && !withoutDetails) {
       expect(body.error.details, `${where}: VALIDATION_ERROR without its fields`).toEqual(expect.arrayContaining([expect.objectContaining({ path: expect.any(String), message: expect.any(String) })]));
@@ -186,7 +188,7 @@ describe.each(testDatabases())("every described operation under hostile input on
   });
 
   it("describes every service it fuzzes", () => {
-    expect(new Set(DESCRIBED.map((d) => d.service))).toEqual(new Set(["iam", "stack-registry", "platform-registry", "vault"]));
+    expect(new Set(DESCRIBED.map((d) => d.service))).toEqual(new Set(["iam", "billing", "stack-registry", "platform-registry", "vault"]));
     expect(DESCRIBED.length).toBeGreaterThan(100);
   });
 

@@ -5,6 +5,7 @@ import pg from "pg";
 import { randomBytes } from "node:crypto";
 import { silentLogger, type ServiceName } from "@core/kit";
 import { runServices, type ServiceModule } from "@core/launcher";
+import * as billing from "../../services/billing/src/index.js";
 import * as iam from "../../services/iam/src/index.js";
 import * as platformRegistry from "../../services/platform-registry/src/index.js";
 import * as stackRegistry from "../../services/stack-registry/src/index.js";
@@ -23,7 +24,7 @@ export interface Credential {
 
 /** Every service, started as `npm start` starts them (one process, each on its own port, over HTTP). */
 export interface Platform {
-  urls: Record<Exclude<ServiceName, "billing">, string>;
+  urls: Record<ServiceName, string>;
   credentials: () => Promise<Credential[]>;
   /** values for path parameters by name: ids the services know */
   known: Record<string, string[]>;
@@ -37,10 +38,10 @@ async function json(response: Response) {
 }
 
 /**
- * Starts IAM, the stack registry, the platform registry and the vault through the launcher on
+ * Starts IAM, billing (with its test clock), the stack registry, the platform registry and the vault through the launcher on
  * PGlite in a fresh data directory, or on a fresh PostgreSQL database when `databaseUrl` is given,
  * and seeds them: an operator, a tenant with a platform, a workspace stack, a template with a version,
- * an invitation and an API key.
+ * an invitation, an API key, and a paid subscription with its customer, card and invoice.
  */
 export async function startPlatform(databaseUrl?: string): Promise<Platform> {
   const dataDir = mkdtempSync(join(tmpdir(), "core-fuzz-"));
@@ -62,9 +63,10 @@ export async function startPlatform(databaseUrl?: string): Promise<Platform> {
       await dropper.end();
     };
   }
-  const ports = { iam: await freePort(), "stack-registry": await freePort(), "platform-registry": await freePort(), vault: await freePort() };
+  const ports = { iam: await freePort(), billing: await freePort(), "stack-registry": await freePort(), "platform-registry": await freePort(), vault: await freePort() };
   const urls = {
     iam: `http://127.0.0.1:${ports.iam}`,
+    billing: `http://127.0.0.1:${ports.billing}`,
     "stack-registry": `http://127.0.0.1:${ports["stack-registry"]}`,
     "platform-registry": `http://127.0.0.1:${ports["platform-registry"]}`,
     vault: `http://127.0.0.1:${ports.vault}`,
@@ -74,6 +76,9 @@ export async function startPlatform(databaseUrl?: string): Promise<Platform> {
     ...(url ? { DATABASE_URL: url } : {}),
     CORE_IAM_PORT: String(ports.iam),
     CORE_IAM_URL: urls.iam,
+    CORE_BILLING_PORT: String(ports.billing),
+    CORE_BILLING_URL: urls.billing,
+    CORE_BILLING_TEST_CLOCK: "1",
     CORE_STACK_REGISTRY_PORT: String(ports["stack-registry"]),
     CORE_STACK_REGISTRY_URL: urls["stack-registry"],
     CORE_PLATFORM_REGISTRY_PORT: String(ports["platform-registry"]),
@@ -86,6 +91,7 @@ export async function startPlatform(databaseUrl?: string): Promise<Platform> {
   };
   const modules: [ServiceName, ServiceModule][] = [
     ["iam", iam],
+    ["billing", billing],
     ["stack-registry", stackRegistry],
     ["platform-registry", platformRegistry],
     ["vault", vault],
@@ -127,6 +133,10 @@ async function seeded(urls: Platform["urls"], stop: () => Promise<void>): Promis
     await post(urls.iam, "/api/core/grants", { userId: owner.userId, orgId: setup.orgId, permission: "members:invite", granted: true, grantedBy: owner.userId }, bearer(owner.token)),
   );
   const events = await json(await fetch(`${urls.iam}/api/audit/events?limit=1`, { headers: bearer(operator.token) }));
+  const paid = await json(
+    await post(urls.billing, "/api/billing/upgrade", { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: "owner@fuzz.example", idempotencyKey: crypto.randomUUID() }, bearer(owner.token)),
+  );
+  const card = await json(await fetch(`${urls.billing}/payment-methods`, { headers: bearer(owner.token) }));
 
   const serviceToken = async (target: string) => {
     const basic = Buffer.from(`${FUZZER_SERVICE.id}:${FUZZER_SERVICE.secret}`).toString("base64");
@@ -145,7 +155,7 @@ async function seeded(urls: Platform["urls"], stop: () => Promise<void>): Promis
 
   const credentials = async (): Promise<Credential[]> => {
     const [operatorToken, ownerToken] = [await live(operator), await live(owner)];
-    const tokens = await Promise.all(["iam", "stack-registry", "platform-registry"].map(serviceToken));
+    const tokens = await Promise.all(["iam", "billing", "stack-registry", "platform-registry"].map(serviceToken));
     return [
       { name: "none", headers: {}, secret: null },
       { name: "operator session", headers: bearer(operatorToken), secret: operatorToken },
@@ -173,7 +183,7 @@ async function seeded(urls: Platform["urls"], stop: () => Promise<void>): Promis
       version: ["1.0.0"],
       invitationId: [invitation.id],
       role: ["owner", "admin", "member"],
-      id: [grant.id, events.data[0]?.id, setup.platformId, invitation.id].filter(Boolean),
+      id: [grant.id, events.data[0]?.id, setup.platformId, invitation.id, paid.subscription.id, paid.subscription.customerId, paid.invoice.id, card.data[0].id].filter(Boolean),
       token: ["no-such-token"],
     },
     stop,
