@@ -8,10 +8,10 @@ import { integerQuery } from "./openapi.js";
  * them: every part is checked against the kind of key the listing orders by before it reaches a
  * query, so an edited cursor is a 400, never a 500.
  */
-export type KeyKind = "timestamp" | "seconds" | "sequence" | "id";
+export type KeyKind = "timestamp" | "seconds" | "sequence" | "id" | "text";
 
 /** The value of each kind of key: timestamps as Dates, the others as numbers or id strings. */
-export type KeyValue<K extends KeyKind> = K extends "timestamp" ? Date : K extends "id" ? string : number;
+export type KeyValue<K extends KeyKind> = K extends "timestamp" ? Date : K extends "id" | "text" ? string : number;
 
 /** How a listing is ordered: its key and its tie-breaker (`{ key: "timestamp", tie: "id" }`). */
 export interface Keyset<K extends KeyKind = KeyKind, T extends KeyKind = KeyKind> {
@@ -27,6 +27,7 @@ export interface CursorPosition<K extends KeyKind = KeyKind, T extends KeyKind =
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const ROW_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const CURSOR_TEXT = /^[A-Za-z0-9_-]{1,1024}$/;
+const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** Each kind's check of a decoded value: the value as the query needs it, or undefined when it is not one. */
 const KEY_CHECKS: { [K in KeyKind]: (value: unknown) => KeyValue<K> | undefined } = {
@@ -39,6 +40,8 @@ const KEY_CHECKS: { [K in KeyKind]: (value: unknown) => KeyValue<K> | undefined 
   seconds: (value) => (Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) < 100_000_000_000 ? (value as number) : undefined),
   sequence: (value) => (Number.isSafeInteger(value) && (value as number) >= 1 ? (value as number) : undefined),
   id: (value) => (typeof value === "string" && ROW_ID.test(value) ? value : undefined),
+  // names chosen by clients (a tenant id such as "acme.prod"): any printable text of 1 to 256 characters
+  text: (value) => (typeof value === "string" && value.length >= 1 && value.length <= 256 && !CONTROL.test(value) ? value : undefined),
 };
 
 export function encodeCursor(position: CursorPosition): string {

@@ -55,7 +55,14 @@ export async function currentUsage(db: Db, catalogue: Catalogue, subscription: S
 }
 
 /** `usage/daily` (DESIGN §6.5): every UTC day of `from..to` (both included) × every meter of the plan, zeros included. */
-export async function dailyUsage(db: Db, platformId: string, meters: readonly string[], from: string, to: string, filter: { tenantId?: string; stackId?: string } = {}) {
+export async function dailyUsage(
+  db: Db,
+  platformId: string,
+  meters: readonly string[],
+  from: string,
+  to: string,
+  filter: { tenantId?: string; stackId?: string; periodStart?: Date } = {},
+) {
   const rows = await db
     .select({ day: usageDaily.day, meter: usageDaily.meter, quantity: sumOf })
     .from(usageDaily)
@@ -65,6 +72,7 @@ export async function dailyUsage(db: Db, platformId: string, meters: readonly st
         sql`${usageDaily.day} between ${from} and ${to}`,
         ofTenant(filter.tenantId),
         filter.stackId === undefined ? undefined : eq(usageDaily.stackId, filter.stackId),
+        filter.periodStart === undefined ? undefined : eq(usageDaily.periodStart, filter.periodStart),
       ),
     )
     .groupBy(usageDaily.day, usageDaily.meter);

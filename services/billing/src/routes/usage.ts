@@ -14,7 +14,7 @@ const tenantQuery = Id.optional().openapi({ param: { name: "tenantId", in: "quer
 const Day = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, "a date such as 2026-02-14")
-  .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), "a real calendar date");
+  .refine((d) => d >= "1970-01-01" && !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), "a real calendar date from 1970-01-01 on");
 
 /** The most days one `usage/daily` answer covers, both ends counted (DESIGN §6.5). */
 const MAX_DAYS = 366;
@@ -129,7 +129,7 @@ export function usageRoutes(app: ServiceApp, ctx: BillingContext) {
       }),
       async (c) => {
         const query = c.req.valid("query");
-        const after = decodeCursor(query.cursor, { key: "id", tie: "id" });
+        const after = decodeCursor(query.cursor, { key: "text", tie: "text" });
         const { platformId } = await platformScope(c, ctx, "billing:read", query.platformId);
         const rows = await usageTenants(engine.db, platformId, query.limit, after?.k ?? null);
         const page = toPage(rows, query.limit, (r) => ({ k: r.tenantId, id: r.tenantId }));
@@ -195,7 +195,7 @@ export function usageRoutes(app: ServiceApp, ctx: BillingContext) {
       createRoute({
         method: "get",
         path,
-        summary: "One stack's usage this period: each meter of the plan, and the daily series from the period's first day to today",
+        summary: "One stack's usage this period: each meter of the plan, and its daily series from the period's first day to today (this period's usage only, so the series sums to the meters)",
         security: security.anyCredential,
         request: { params: z.object({ platformId: pathId("platformId"), stackId: pathId("stackId") }) },
         responses: {
@@ -221,7 +221,10 @@ export function usageRoutes(app: ServiceApp, ctx: BillingContext) {
             periodStart: unixSeconds(subscription.currentPeriodStart),
             periodEnd: unixSeconds(subscription.currentPeriodEnd),
             meters: meters.map((meter) => ({ meter, quantity: used.get(meter) ?? "0" })),
-            daily: await dailyUsage(engine.db, platformId, meters, dayOf(subscription.currentPeriodStart), dayOf(lastDay), { stackId: params.stackId }),
+            daily: await dailyUsage(engine.db, platformId, meters, dayOf(subscription.currentPeriodStart), dayOf(lastDay), {
+              stackId: params.stackId,
+              periodStart: subscription.currentPeriodStart,
+            }),
           },
           200,
         );
