@@ -1,52 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildCli, CoreProcess, freshHome } from "../../../packages/cli/test/support/cli.js";
 import { startLiveIam, type LiveIam } from "../../../packages/cli/test/support/live-iam.js";
+import { Browsers, hasChromium, look, requireBrowserOrSkip } from "../../../test/support/chromium.js";
 import { call, PASSWORD, serviceToken, signUp, uniqueEmail, uniqueSlug, type SignedUp } from "./support/harness.js";
 
-/** DESIGN §9: Debian's Chromium, driven by playwright-core. */
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-const SCREENSHOTS = fileURLToPath(new URL("../../../test-output/screenshots/", import.meta.url));
-const hasChromium = existsSync(CHROMIUM);
-
-if (!hasChromium) {
-  const banner = `\n${"!".repeat(100)}\n!! BROWSER TESTS SKIPPED: no Chromium at ${CHROMIUM}. Install it (apt-get install -y chromium);\n!! REQUIRE_BROWSER=1 (CI) turns this into a failure.\n${"!".repeat(100)}\n`;
-  console.warn(banner);
-  if (process.env.REQUIRE_BROWSER === "1") {
-    describe("browser tests (REQUIRE_BROWSER=1)", () => {
-      it(`need Chromium at ${CHROMIUM}`, () => {
-        expect.fail(`REQUIRE_BROWSER=1 but ${CHROMIUM} does not exist: the browser tests cannot run`);
-      });
-    });
-  }
-}
-
-/** Text whose contrast with what is behind it is below WCAG AA (4.5:1), as "TAG 'text' ratio". */
-const LOW_CONTRAST = `(() => {
-  const parse = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null; const [r, g, b, a = 1] = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return { r, g, b, a }; };
-  const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
-  const luminance = ({ r, g, b }) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
-  const background = (el) => { for (let e = el; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c; } return { r: 255, g: 255, b: 255, a: 1 }; };
-  const low = [];
-  for (const el of document.querySelectorAll("body *")) {
-    if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
-    const style = getComputedStyle(el);
-    const box = el.getBoundingClientRect();
-    if (style.visibility === "hidden" || box.width === 0 || box.right < 0) continue;
-    const [hi, lo] = [luminance(parse(style.color)), luminance(background(el))].sort((x, y) => y - x);
-    const ratio = (hi + 0.05) / (lo + 0.05);
-    if (ratio < 4.5) low.push(el.tagName + " '" + el.textContent.trim().slice(0, 40) + "' " + ratio.toFixed(2));
-  }
-  return low;
-})()`;
-
-/** How far the page is wider than the window (0: no sideways scrolling). */
-const OVERFLOW = "document.documentElement.scrollWidth - window.innerWidth";
+requireBrowserOrSkip();
 
 /**
  * The whole device login as a person does it (issue 3): the real `core login` process against IAM
@@ -56,38 +17,21 @@ const OVERFLOW = "document.documentElement.scrollWidth - window.innerWidth";
 describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () => {
   let core: string;
   let live: LiveIam;
-  const contexts: { context: BrowserContext; dir: string }[] = [];
+  const browsers = new Browsers();
 
   /** someone who signed up before, for the tests that sign in */
   let returning: SignedUp;
 
   beforeAll(async () => {
-    mkdirSync(SCREENSHOTS, { recursive: true });
     [core, live] = await Promise.all([buildCli(), startLiveIam({ deviceIntervalSeconds: 1, deviceCodeSeconds: 120 })]);
     returning = await signUp(live.iam, uniqueEmail("returning"));
   });
   afterAll(async () => {
-    for (const { context, dir } of contexts) {
-      await context.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    await browsers.close();
     await live?.close();
   });
 
-  /** A browser with a fresh user data directory: no cookies, no history. */
-  async function freshBrowser(viewport = { width: 1000, height: 800 }): Promise<Page> {
-    const dir = mkdtempSync(join(tmpdir(), "core-chromium-"));
-    const context = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport });
-    contexts.push({ context, dir });
-    return context.pages()[0] ?? (await context.newPage());
-  }
-
-  /** Photographs the page, and checks what every page must be: readable and not wider than the window. */
-  async function look(page: Page, name: string) {
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
-    expect(await page.evaluate(LOW_CONTRAST), `low-contrast text on ${name}`).toEqual([]);
-    expect(await page.evaluate(OVERFLOW), `sideways scrolling on ${name}`).toBeLessThanOrEqual(0);
-  }
+  const freshBrowser = (viewport?: { width: number; height: number }) => browsers.fresh(viewport);
 
   const heading = (page: Page) => page.locator("h1").innerText();
 
