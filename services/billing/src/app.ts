@@ -14,6 +14,7 @@ import { operatorRoutes } from "./routes/operator.js";
 import { testClockRoutes } from "./routes/test-clock.js";
 import { platformPaymentMethodRoutes } from "./routes/payment-methods.js";
 import { planRoutes } from "./routes/plans.js";
+import { portalRoutes } from "./routes/portal.js";
 import { recordRoutes } from "./routes/records.js";
 import { usageRoutes } from "./routes/usage.js";
 import { subscriptionRoutes } from "./routes/subscription.js";
@@ -83,6 +84,8 @@ export function createApp(deps: BillingDeps) {
     healthChecks: deps.healthChecks ?? [],
     // spec §2.3: the upgrade route's errors carry no details
     omitsErrorDetails: (path) => path === "/api/billing/upgrade",
+    // the portal's pages take form posts (DESIGN §6.1)
+    ownsBody: (path) => path.startsWith("/portal/"),
   });
   planRoutes(app, ctx);
   subscriptionRoutes(app, ctx);
@@ -91,6 +94,7 @@ export function createApp(deps: BillingDeps) {
   operatorRoutes(app, ctx);
   recordRoutes(app, ctx);
   usageRoutes(app, ctx);
+  portalRoutes(app, ctx);
   if (deps.config.testClock) testClockRoutes(app, ctx);
   return Object.assign(app, { ctx });
 }
