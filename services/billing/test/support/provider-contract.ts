@@ -1,0 +1,290 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiError } from "@core/kit";
+import { PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider } from "../../src/provider/types.js";
+
+/** What a provider's test file hands the contract: the provider, a way to make customers it accepts, and its teardown. */
+export interface ContractSubject {
+  provider: PaymentProvider;
+  /** a new customer id this provider accepts (local: a row in billing.customers; stripe: a Stripe customer) */
+  newCustomer(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Stripe's test tokens that attach, with the card each one stands for (DESIGN §6.1). */
+const ATTACHING: [token: string, brand: string, last4: string, funding: string][] = [
+  ["pm_card_visa", "visa", "4242", "credit"],
+  ["pm_card_visa_debit", "visa", "5556", "debit"],
+  ["pm_card_mastercard", "mastercard", "4444", "credit"],
+  ["pm_card_amex", "amex", "8431", "credit"],
+];
+
+/** Stripe's test tokens refused already at attach, with Stripe's `code` / `declineCode` (DESIGN §6.1). */
+const REFUSED: [token: string, code: string, declineCode: string | null][] = [
+  ["pm_card_visa_chargeDeclined", "card_declined", "generic_decline"],
+  ["pm_card_visa_chargeDeclinedInsufficientFunds", "card_declined", "insufficient_funds"],
+  ["pm_card_visa_chargeDeclinedLostCard", "card_declined", "lost_card"],
+  ["pm_card_visa_chargeDeclinedStolenCard", "card_declined", "stolen_card"],
+  ["pm_card_chargeDeclinedExpiredCard", "expired_card", "expired_card"],
+  ["pm_card_chargeDeclinedProcessingError", "processing_error", null],
+];
+
+/** The error `work` fails with, which must be an ApiError; the test fails when `work` succeeds. */
+async function refusal(work: Promise<unknown>): Promise<ApiError> {
+  const settled = await work.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+  if (settled.ok) expect.fail(`expected a refusal, got ${JSON.stringify(settled.value)}`);
+  expect(settled.error).toBeInstanceOf(ApiError);
+  return settled.error as ApiError;
+}
+
+const byId = (methods: PaymentMethodView[]) => methods.map((m) => m.id).sort();
+
+/**
+ * The contract of DESIGN §6.1 that every PaymentProvider passes (`local` now, `stripe` later). It
+ * speaks only through the interface and compares ids by shape, so a Stripe-backed provider can meet
+ * it as the local one does. Portal sessions are not part of PaymentProvider (the engine serves the
+ * local portal itself), so the contract has none.
+ */
+export function providerContract(name: string, setup: () => Promise<ContractSubject>): void {
+  describe(`PaymentProvider contract: ${name}`, () => {
+    let subject: ContractSubject;
+    let provider: PaymentProvider;
+    beforeAll(async () => {
+      subject = await setup();
+      provider = subject.provider;
+    });
+    afterAll(() => subject?.close());
+
+    /** a new customer with one card of `token` */
+    async function customerWithCard(token = "pm_card_visa") {
+      const customerId = await subject.newCustomer();
+      return { customerId, card: await provider.attach(customerId, token) };
+    }
+
+    const chargeOf = (customerId: string, paymentMethodId: string, overrides: Partial<ChargeRequest> = {}): ChargeRequest => ({
+      customerId,
+      paymentMethodId,
+      amountCents: 2900,
+      currency: "usd",
+      invoiceId: `in_${randomUUID()}`,
+      idempotencyKey: randomUUID(),
+      ...overrides,
+    });
+
+    describe("attach", () => {
+      it.each(ATTACHING)("attaches %s as a new pm_… card: %s ending %s, %s", async (token, brand, last4, funding) => {
+        const customerId = await subject.newCustomer();
+        const card = await provider.attach(customerId, token);
+        expect(card).toEqual({
+          id: expect.stringMatching(/^pm_\w+$/),
+          type: "card",
+          customerId,
+          card: { brand, last4, funding, expMonth: expect.any(Number), expYear: expect.any(Number) },
+          createdAt: expect.any(Number),
+        });
+        // a new id, as Stripe's pm_1Nx…, never the token itself
+        expect(card.id).not.toMatch(/^pm_card_/);
+        expect(card.card.expMonth).toBeGreaterThanOrEqual(1);
+        expect(card.card.expMonth).toBeLessThanOrEqual(12);
+        expect(Number.isInteger(card.createdAt)).toBe(true);
+        expect(await provider.list(customerId)).toEqual([card]);
+      });
+
+      it("makes a second, different card when one token is attached twice", async () => {
+        const { customerId, card: first } = await customerWithCard("pm_card_visa");
+        const second = await provider.attach(customerId, "pm_card_visa");
+        expect(second.id).toMatch(/^pm_/);
+        expect(second.id).not.toBe(first.id);
+        expect(byId(await provider.list(customerId))).toEqual([first.id, second.id].sort());
+      });
+
+      it("answers a pm_… of this customer, attached again, unchanged", async () => {
+        const { customerId, card } = await customerWithCard("pm_card_mastercard");
+        expect(await provider.attach(customerId, card.id)).toEqual(card);
+        expect(await provider.list(customerId)).toEqual([card]);
+      });
+
+      it.each(REFUSED)("refuses %s at attach with 402 PAYMENT_DECLINED, %s / %s, and keeps no card", async (token, code, declineCode) => {
+        const customerId = await subject.newCustomer();
+        const err = await refusal(provider.attach(customerId, token));
+        expect(err).toBeInstanceOf(PaymentDeclined);
+        expect(err.status).toBe(402);
+        expect(err.code).toBe("PAYMENT_DECLINED");
+        expect(err.details).toEqual({ code, declineCode });
+        expect(await provider.list(customerId)).toEqual([]);
+      });
+
+      it.each(["pm_card_gold", "PM_CARD_VISA", "pm_1NoSuchCardAnywhere", "tok_visa", "constructor"])(
+        "refuses %s, neither a test token nor a card of the customer, with 400",
+        async (token) => {
+          const customerId = await subject.newCustomer();
+          expect((await refusal(provider.attach(customerId, token))).status).toBe(400);
+          expect(await provider.list(customerId)).toEqual([]);
+        },
+      );
+
+      it("refuses another customer's pm_… with 400 and leaves it with its owner", async () => {
+        const { customerId: owner, card } = await customerWithCard();
+        const other = await subject.newCustomer();
+        expect((await refusal(provider.attach(other, card.id))).status).toBe(400);
+        expect(await provider.list(other)).toEqual([]);
+        expect((await provider.find(card.id))?.customerId).toBe(owner);
+      });
+
+      it("refuses a detached pm_… with 400: a detached card is never attached again", async () => {
+        const { customerId, card } = await customerWithCard();
+        await provider.detach(customerId, card.id);
+        expect((await refusal(provider.attach(customerId, card.id))).status).toBe(400);
+        expect(await provider.list(customerId)).toEqual([]);
+      });
+    });
+
+    describe("list, find and detach", () => {
+      it("lists the attached cards of this customer only, without detached ones", async () => {
+        const { customerId, card: visa } = await customerWithCard("pm_card_visa");
+        const mastercard = await provider.attach(customerId, "pm_card_mastercard");
+        const amex = await provider.attach(customerId, "pm_card_amex");
+        const { customerId: other, card: othersCard } = await customerWithCard("pm_card_visa");
+        await provider.detach(customerId, mastercard.id);
+        // the interface promises no order (Stripe lists newest first): compare as sets
+        expect(byId(await provider.list(customerId))).toEqual([visa.id, amex.id].sort());
+        expect(await provider.list(other)).toEqual([othersCard]);
+        expect(await provider.list(await subject.newCustomer())).toEqual([]);
+      });
+
+      it("finds a card by id whoever it belongs to, and answers null for an unknown id", async () => {
+        const { card } = await customerWithCard("pm_card_amex");
+        expect(await provider.find(card.id)).toEqual(card);
+        expect(await provider.find("pm_1NoSuchCardAnywhere")).toBeNull();
+      });
+
+      it("detaches a card: the answer and find show it unchanged but for customerId null", async () => {
+        const { customerId, card } = await customerWithCard("pm_card_visa_debit");
+        const detached = await provider.detach(customerId, card.id);
+        expect(detached).toEqual({ ...card, customerId: null });
+        expect(await provider.find(card.id)).toEqual(detached);
+        expect(await provider.list(customerId)).toEqual([]);
+      });
+
+      it("refuses to detach an unknown pm_… with 400", async () => {
+        const customerId = await subject.newCustomer();
+        expect((await refusal(provider.detach(customerId, "pm_1NoSuchCardAnywhere"))).status).toBe(400);
+      });
+
+      it("refuses to detach a card twice with 400", async () => {
+        const { customerId, card } = await customerWithCard();
+        await provider.detach(customerId, card.id);
+        expect((await refusal(provider.detach(customerId, card.id))).status).toBe(400);
+      });
+
+      it("refuses to detach another customer's card with 400 and leaves it attached", async () => {
+        const { customerId: owner, card } = await customerWithCard();
+        const other = await subject.newCustomer();
+        expect((await refusal(provider.detach(other, card.id))).status).toBe(400);
+        expect(await provider.list(owner)).toEqual([card]);
+      });
+    });
+
+    describe("setup intents", () => {
+      it("creates a seti_… awaiting a payment method, its client secret <id>_secret_…", async () => {
+        const customerId = await subject.newCustomer();
+        const intent = await provider.createSetupIntent(customerId);
+        expect(intent).toEqual({ id: expect.stringMatching(/^seti_\w+$/), clientSecret: expect.any(String), status: "requires_payment_method", customerId });
+        expect(intent.clientSecret).toMatch(new RegExp(`^${intent.id}_secret_\\w+`));
+        const another = await provider.createSetupIntent(customerId);
+        expect(another.id).not.toBe(intent.id);
+        expect(another.clientSecret).not.toBe(intent.clientSecret);
+      });
+    });
+
+    describe("charge", () => {
+      it("charges an attached card: succeeded, with a charge id", async () => {
+        const { customerId, card } = await customerWithCard();
+        const outcome = await provider.charge(chargeOf(customerId, card.id));
+        expect(outcome).toEqual({ status: "succeeded", chargeId: expect.any(String) });
+        expect(outcome.chargeId).not.toBe("");
+      });
+
+      it("charges again for another key: two keys, two charges", async () => {
+        const { customerId, card } = await customerWithCard();
+        const invoiceId = `in_${randomUUID()}`;
+        const first = await provider.charge(chargeOf(customerId, card.id, { invoiceId }));
+        const second = await provider.charge(chargeOf(customerId, card.id, { invoiceId }));
+        expect(second.status).toBe("succeeded");
+        expect(second.chargeId).not.toBe(first.chargeId);
+      });
+
+      it("answers the same key with the first outcome again and charges once (DESIGN §6.6)", async () => {
+        const { customerId, card } = await customerWithCard();
+        const request = chargeOf(customerId, card.id);
+        const first = await provider.charge(request);
+        expect(await provider.charge(request)).toEqual(first);
+        expect(await provider.charge({ ...request })).toEqual(first);
+      });
+
+      it("never charges twice for a key reused with another amount: the first outcome again, or a 4xx refusal", async () => {
+        const { customerId, card } = await customerWithCard();
+        const request = chargeOf(customerId, card.id);
+        const first = await provider.charge(request);
+        // local replays the first outcome; Stripe refuses a key reused with other parameters (idempotency_error)
+        const again = await provider.charge({ ...request, amountCents: 4900 }).catch((err: unknown) => err);
+        if (again instanceof Error) {
+          expect(again).toBeInstanceOf(ApiError);
+          expect((again as ApiError).status).toBeGreaterThanOrEqual(400);
+          expect((again as ApiError).status).toBeLessThan(500);
+        } else {
+          expect(again).toEqual(first);
+        }
+        expect(await provider.charge(request)).toEqual(first);
+      });
+
+      it("charges once for ten concurrent requests with one key", async () => {
+        const { customerId, card } = await customerWithCard();
+        const request = chargeOf(customerId, card.id);
+        const settled = await Promise.allSettled(Array.from({ length: 10 }, () => provider.charge({ ...request })));
+        const answers = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+        // Stripe may answer 409 while the first request with the key is still running
+        for (const s of settled) if (s.status === "rejected") expect(s.reason).toMatchObject({ status: 409 });
+        expect(answers.length).toBeGreaterThanOrEqual(1);
+        const chargeIds = new Set(answers.map((a: ChargeOutcome) => a.chargeId));
+        expect(chargeIds.size).toBe(1);
+        expect(answers.every((a) => a.status === "succeeded")).toBe(true);
+        expect((await provider.charge(request)).chargeId).toBe([...chargeIds][0]);
+      });
+
+      it("declines every charge of pm_card_chargeCustomerFail: card_declined / generic_decline, a soft decline", async () => {
+        const { customerId, card } = await customerWithCard("pm_card_chargeCustomerFail");
+        const failed = { status: "failed", chargeId: expect.any(String), code: "card_declined", declineCode: "generic_decline", hard: false };
+        const first = await provider.charge(chargeOf(customerId, card.id));
+        const second = await provider.charge(chargeOf(customerId, card.id));
+        expect(first).toEqual(failed);
+        expect(second).toEqual(failed);
+        expect(second.chargeId).not.toBe(first.chargeId);
+      });
+
+      it("answers a declined key with the same failure again", async () => {
+        const { customerId, card } = await customerWithCard("pm_card_chargeCustomerFail");
+        const request = chargeOf(customerId, card.id);
+        const first = await provider.charge(request);
+        expect(first.status).toBe("failed");
+        expect(await provider.charge(request)).toEqual(first);
+      });
+
+      it("refuses to charge another customer's card with 400", async () => {
+        const { card } = await customerWithCard();
+        const other = await subject.newCustomer();
+        expect((await refusal(provider.charge(chargeOf(other, card.id)))).status).toBe(400);
+      });
+
+      it("refuses to charge a detached card or an unknown pm_… with 400", async () => {
+        const { customerId, card } = await customerWithCard();
+        await provider.detach(customerId, card.id);
+        expect((await refusal(provider.charge(chargeOf(customerId, card.id)))).status).toBe(400);
+        expect((await refusal(provider.charge(chargeOf(customerId, "pm_1NoSuchCardAnywhere")))).status).toBe(400);
+      });
+    });
+  });
+}
