@@ -1,5 +1,5 @@
 import Decimal from "decimal.js";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type InvoiceLineRow, type InvoiceRow } from "./db/schema.js";
@@ -260,6 +260,15 @@ export async function voidOpenInvoice(tx: Db, now: Date, invoiceId: string, acto
 
 export async function linesOf(db: Db, invoiceId: string): Promise<InvoiceLineRow[]> {
   return db.select().from(invoiceLines).where(eq(invoiceLines.invoiceId, invoiceId)).orderBy(asc(invoiceLines.position));
+}
+
+/** The lines of several invoices in one query (a page of invoices), by invoice id. */
+export async function linesOfMany(db: Db, invoiceIds: string[]): Promise<Map<string, InvoiceLineRow[]>> {
+  const byInvoice = new Map<string, InvoiceLineRow[]>(invoiceIds.map((id) => [id, []]));
+  if (invoiceIds.length === 0) return byInvoice;
+  const rows = await db.select().from(invoiceLines).where(inArray(invoiceLines.invoiceId, invoiceIds)).orderBy(asc(invoiceLines.invoiceId), asc(invoiceLines.position));
+  for (const row of rows) byInvoice.get(row.invoiceId)!.push(row);
+  return byInvoice;
 }
 
 const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);

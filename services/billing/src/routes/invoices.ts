@@ -5,7 +5,7 @@ import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { invoices, type InvoiceRow } from "../db/schema.js";
-import { invoiceJson, linesOf } from "../invoicing.js";
+import { invoiceJson, linesOf, linesOfMany } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
 import { bothPrefixes } from "./answers.js";
 import { InvoiceSchema, pathId, platformQuery } from "./schemas.js";
@@ -51,7 +51,9 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
           .orderBy(...keysetOrder(NEWEST_FIRST))
           .limit(query.limit + 1);
         const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.id }));
-        const data = await Promise.all(page.data.map(async (row) => invoiceJson(row, await linesOf(db, row.id))));
+        // one query for the lines of the whole page, not one per invoice
+        const lines = await linesOfMany(db, page.data.map((row) => row.id));
+        const data = page.data.map((row) => invoiceJson(row, lines.get(row.id)!));
         return c.json({ data, cursor: page.cursor }, 200);
       },
     );
