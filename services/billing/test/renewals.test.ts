@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "@core/kit";
 import { testDatabases } from "@core/storage";
+import { BillingTime } from "../src/billing-time.js";
+import type { Engine } from "../src/engine.js";
+import { LocalProvider } from "../src/provider/local.js";
 import { BillingWorker, RETRY_DAYS } from "../src/renewals.js";
 import { startBilling, type Billing } from "./support/billing.js";
 
@@ -130,9 +133,40 @@ describe.each(testDatabases())("renewals, dunning and the test clock on $name", 
     expect(last.amountPaidCents).toBe(9900 - last.creditAppliedCents);
   });
 
+  it("a tier change racing the renewal ends in one consistent state: the period renewed once, then the change prorated in the new period", async () => {
+    const racers = await Promise.all(Array.from({ length: 4 }, () => b.upgraded("plan_starter")));
+    const end = (await subscriptionOf(racers[0]!.platformId)).currentPeriodEnd;
+    const clock = (await b.call("GET", "/operator/test-clock", { headers: op })).body.now;
+    // billing time moves past the period's end without running anything; then both go at once
+    await b.engine.time.advance(end - clock + 3600);
+    const answers = await Promise.all([...racers.map(({ owner }) => b.call("POST", "/subscription/change-tier", { headers: owner, body: { tier: "growth" } })), b.ctx.worker.pass()]);
+    for (const [i, { platformId }] of racers.entries()) {
+      expect((answers[i] as { status: number }).status, platformId).toBe(200);
+      const sub = await subscriptionOf(platformId);
+      expect(sub).toMatchObject({ tier: "growth", status: "active", currentPeriodStart: end });
+      const invoices = await invoicesOf(platformId);
+      // the first period, its one renewal at starter's price, and the proration of the new period
+      expect(invoices.map((inv) => [inv.periodStart - end, inv.lines[0].kind, inv.status])).toEqual([
+        [3600, "proration", "paid"],
+        [0, "subscription", "paid"],
+        [expect.any(Number), "subscription", "paid"],
+      ]);
+      expect(invoices[2].periodStart).toBeLessThan(end);
+      expect(invoices[1].amountPaidCents).toBe(2900);
+      // an hour into the new period: almost all of starter back, almost all of growth charged
+      const [credit, charge] = invoices[0].lines.map((l: { amountCents: number }) => l.amountCents);
+      const length = sub.currentPeriodEnd - end;
+      expect(credit).toBe(-Math.round((2900 * (length - 3600)) / length));
+      expect(charge).toBe(Math.round((9900 * (length - 3600)) / length));
+    }
+  });
+
   it("two replicas' workers on one database invoice each period once", async () => {
     const platforms = await Promise.all(Array.from({ length: 6 }, () => b.upgraded("plan_starter")));
-    const other = new BillingWorker(b.engine, 60_000, silentLogger());
+    // the other replica: its own engine (time, provider) on the same database; on PostgreSQL the
+    // two go through a pool of connections, so their claims really race in the database
+    const replica: Engine = { ...b.engine, time: new BillingTime(b.db, b.clock, true), provider: new LocalProvider(b.db, b.clock) };
+    const other = new BillingWorker(replica, 60_000, silentLogger());
     await b.engine.time.advance(3 * 31 * 86_400);
     // both replicas run everything due at once, twice over
     await Promise.all([b.ctx.worker.pass(), other.pass(), b.ctx.worker.pass(), other.pass()]);
