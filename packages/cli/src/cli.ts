@@ -1,4 +1,6 @@
 import { parseArgs } from "node:util";
+import { BillingClient } from "./billing-client.js";
+import { billing, DEFAULT_CARD } from "./commands/billing.js";
 import { login } from "./commands/login.js";
 import { logout } from "./commands/logout.js";
 import { stacks } from "./commands/stacks.js";
@@ -110,6 +112,101 @@ ${STACKS_OPTIONS_HELP}`,
   },
 };
 
+const BILLING_OPTIONS = { "billing-url": { type: "string" as const }, token: { type: "string" as const }, platform: { type: "string" as const } };
+const BILLING_OPTIONS_HELP = `--billing-url <url>   billing address; else CORE_BILLING_URL, else http://localhost:4200
+--token <token>       this access token instead of CORE_TOKEN or the stored login (core login)
+--platform <id>       the platform (operators); a tenant's own platform is the default`;
+const billingOptions = (v: Values) => ({
+  billingUrl: v["billing-url"] as string | undefined,
+  token: v.token as string | undefined,
+  platform: v.platform as string | undefined,
+});
+
+const BILLING: Group = {
+  summary: "Your platform's plan and payments: status, plans, upgrade, change-tier, cancel, invoices",
+  usage: `core billing <command> [options]
+
+  status                  the plan, its status, the current period and the next charge
+  plans                   the price list (needs no login)
+  upgrade <tier>          move a free platform to starter, growth or scale, paying with a card
+  change-tier <tier>      move a paid platform to another tier: shows the prorated charge, then asks
+  cancel                  cancel at the end of the period; the platform returns to free then
+  invoices                the platform's invoices, newest first
+
+Every billing command takes:
+${BILLING_OPTIONS_HELP}
+--json                one JSON document on standard output: billing's own answer
+
+Reading needs billing:read, changing billing:manage; a platform's owners have both.`,
+  commands: {
+    status: {
+      summary: "The plan, its status, the current period and the next charge",
+      usage: `core billing status [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+${BILLING_OPTIONS_HELP}`,
+      options: BILLING_OPTIONS,
+      run: (ctx, v) => billing.status(ctx, billingOptions(v)),
+    },
+    plans: {
+      summary: "The price list",
+      usage: `core billing plans [--billing-url <url>] [--json]
+
+--billing-url <url>   billing address; else CORE_BILLING_URL, else http://localhost:4200`,
+      options: { "billing-url": { type: "string" } },
+      run: (ctx, v) => billing.plans(ctx, billingOptions(v)),
+    },
+    upgrade: {
+      summary: "Move a free platform to a paid tier, paying with a card",
+      usage: `core billing upgrade <tier> [--card <pm_…>] [--email <address>] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<tier>                starter, growth or scale; the first month is charged at once
+--card <pm_…>         the card: a payment method id or a Stripe test token; default ${DEFAULT_CARD}
+                      (a test card the local provider accepts; pm_card_visa_chargeDeclined is refused)
+--email <address>     where invoices go; default your login's email
+${BILLING_OPTIONS_HELP}
+
+A paid platform changes tier with core billing change-tier.`,
+      options: { ...BILLING_OPTIONS, card: { type: "string" }, email: { type: "string" } },
+      args: ["tier"],
+      run: (ctx, v, [tier]) => billing.upgrade(ctx, billingOptions(v), tier!, { card: v.card as string | undefined, email: v.email as string | undefined }),
+    },
+    "change-tier": {
+      summary: "Move a paid platform to another tier, after showing the prorated charge",
+      usage: `core billing change-tier <tier> [--yes] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<tier>                starter, growth or scale
+--yes                 do not ask (scripts); without it core asks on the terminal, and changes
+                      nothing when standard input is not one
+${BILLING_OPTIONS_HELP}
+
+A higher tier applies now and charges the prorated difference, exactly the amount shown; a lower
+one takes effect at the end of the period, with no charge and no refund.`,
+      options: { ...BILLING_OPTIONS, yes: { type: "boolean", short: "y" } },
+      args: ["tier"],
+      run: (ctx, v, [tier]) => billing.changeTier(ctx, billingOptions(v), tier!, { yes: v.yes === true }),
+    },
+    cancel: {
+      summary: "Cancel at the end of the period",
+      usage: `core billing cancel [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+The plan stays until the end of the period; then the platform returns to free and nothing more is charged.
+${BILLING_OPTIONS_HELP}`,
+      options: BILLING_OPTIONS,
+      run: (ctx, v) => billing.cancel(ctx, billingOptions(v)),
+    },
+    invoices: {
+      summary: "The platform's invoices, newest first",
+      usage: `core billing invoices [--limit <n>] [--cursor <cursor>] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+--limit <n>           how many, 1 to 100; default 25
+--cursor <cursor>     the next page, as the previous one names it
+${BILLING_OPTIONS_HELP}`,
+      options: { ...BILLING_OPTIONS, limit: { type: "string" }, cursor: { type: "string" } },
+      run: (ctx, v) => billing.invoices(ctx, billingOptions(v), { limit: v.limit as string | undefined, cursor: v.cursor as string | undefined }),
+    },
+  },
+};
+
 const COMMANDS: Record<string, Command | Group> = {
   login: {
     summary: "Log in: approve in a browser (device login), or give a token (CI)",
@@ -151,6 +248,7 @@ Prints only the token, for other tools: curl -H "authorization: Bearer $(core to
     run: (ctx) => token(ctx),
   },
   stacks: STACKS,
+  billing: BILLING,
 };
 
 const COMMON_OPTIONS = { json: { type: "boolean" as const }, help: { type: "boolean" as const, short: "h" } };
@@ -173,9 +271,10 @@ Environment:
   CORE_TOKEN      an access token that commands use instead of the stored login (CI)
   CORE_IAM_URL    IAM address when --iam-url is not given (default http://localhost:4100)
   CORE_STACK_REGISTRY_URL   stack registry address when --registry-url is not given (default http://localhost:4300)
+  CORE_BILLING_URL          billing address when --billing-url is not given (default http://localhost:4200)
   CORE_HOME       where the login is stored (default ~/.core, file credentials.json)
   CORE_LOGIN_TIMEOUT_SECONDS   how long core login waits for approval (default 300)
-  CORE_DEBUG=1    log each request (IAM, stack registry) on standard error
+  CORE_DEBUG=1    log each request (IAM, stack registry, billing) on standard error
 
 Exit code 0 on success, 1 on any failure.`;
 
@@ -183,6 +282,8 @@ export interface Terminal {
   stdout(text: string): void;
   stderr(text: string): void;
   readStdinLine(prompt: string): Promise<string>;
+  /** standard input is a terminal: a question can be answered there */
+  interactive: boolean;
   env: NodeJS.ProcessEnv;
 }
 
@@ -239,8 +340,10 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       now: () => Date.now(),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       readStdinLine: terminal.readStdinLine,
+      interactive: terminal.interactive,
       iam: (iamUrl) => new IamClient(iamUrl, { userAgent, debug: ctx.debug }),
       stackRegistry: (baseUrl, token) => new StackRegistryClient(baseUrl, { token, userAgent, debug: ctx.debug }),
+      billing: (baseUrl, token) => new BillingClient(baseUrl, { token, userAgent, debug: ctx.debug }),
     };
     const outcome = await command.run(ctx, values, positionals);
     terminal.stdout(json ? JSON.stringify(outcome.json, null, 2) : outcome.text);

@@ -1,3 +1,4 @@
+import type { BillingClient } from "./billing-client.js";
 import { readCredential, type Credential } from "./credentials.js";
 import type { IamClient } from "./iam-client.js";
 import { resolveIamUrl, type Settings } from "./settings.js";
@@ -16,15 +17,19 @@ export interface Context {
   sleep(ms: number): Promise<void>;
   /** the first line of standard input (`core login --token -`); `prompt` is shown on a terminal */
   readStdinLine(prompt: string): Promise<string>;
+  /** standard input is a terminal, so a question can be asked and answered there */
+  interactive: boolean;
   iam(iamUrl: string): IamClient;
   /** the stack registry at `baseUrl`, sending `token` as the credential (bearer, or `x-api-key` for an API key) */
   stackRegistry(baseUrl: string, token: string): StackRegistryClient;
+  /** billing at `baseUrl`, sending `token` when given (the price list needs none) */
+  billing(baseUrl: string, token: string | undefined): BillingClient;
 }
 
-/** What a command reports: lines for a person, or one object under `--json`. */
+/** What a command reports: lines for a person, or one JSON document under `--json`. */
 export interface Outcome {
   text: string;
-  json: Record<string, unknown>;
+  json: object;
 }
 
 /** The credential commands use: `CORE_TOKEN` wins over the stored file (for CI). */

@@ -1,3 +1,5 @@
+import type { Refusal } from "./http.js";
+
 /**
  * Every way a `core` command can fail, with the message the user sees. A failure prints its
  * message (never a stack trace) and exits with code 1 (spec §7.4: "Exit code 1: login failed").
@@ -60,19 +62,44 @@ export const failures = {
   unexpectedAnswer: (iamUrl: string, what: string, status: number, detail: string) =>
     new CliFailure("unexpected_answer", `IAM at ${iamUrl} answered ${what} with HTTP ${status}${detail ? ` (${detail})` : ""}.`),
 
-  // the stack registry (spec §4.5; the envelope of §2.3)
+  /**
+   * A service (the stack registry, billing) answered with its error envelope (spec §2.3): the code,
+   * the message, the failing fields of a VALIDATION_ERROR, what to do next and the request id.
+   */
+  refused: (action: string, refusal: Refusal, hint: string | null) =>
+    new CliFailure(
+      refusal.code,
+      [
+        `${action} failed: ${refusal.code}${refusal.message ? `: ${refusal.message}` : ""} (HTTP ${refusal.status})`,
+        ...detailLines(refusal.details),
+        ...(hint ? [hint] : []),
+        ...(refusal.requestId ? [`Request id: ${refusal.requestId}`] : []),
+      ].join("\n"),
+      { status: refusal.status, requestId: refusal.requestId, details: refusal.details },
+    ),
+
+  // the stack registry (spec §4.5)
   registryUnreachable: (url: string, reason: string) =>
     new CliFailure(
       "registry_unreachable",
       `Cannot reach the stack registry at ${url} (${reason}). Check the address (--registry-url, CORE_STACK_REGISTRY_URL) or whether it runs there.`,
     ),
-  registryRefused: (action: string, refusal: { status: number; code: string; message: string; requestId: string | null; details: unknown }, detailLines: string[], hint: string | null) =>
-    new CliFailure(
-      refusal.code,
-      [`${action} failed: ${refusal.code}${refusal.message ? `: ${refusal.message}` : ""} (HTTP ${refusal.status})`, ...detailLines, ...(hint ? [hint] : []), ...(refusal.requestId ? [`Request id: ${refusal.requestId}`] : [])].join("\n"),
-      { status: refusal.status, requestId: refusal.requestId, details: refusal.details },
-    ),
   registryAnswerUnreadable: (url: string) => new CliFailure("unexpected_answer", `The stack registry at ${url} gave an answer core cannot read.`),
+
+  // billing (spec §4.4, DESIGN §6)
+  billingUnreachable: (url: string, reason: string) =>
+    new CliFailure("billing_unreachable", `Cannot reach billing at ${url} (${reason}). Check the address (--billing-url, CORE_BILLING_URL) or whether it runs there.`),
+  billingAnswerUnreadable: (url: string) => new CliFailure("unexpected_answer", `Billing at ${url} gave an answer core cannot read.`),
+  noPlatform: () =>
+    new CliFailure("no_platform", "Your login names no platform, so there is no billing to show. Run core whoami to see it; operators name one with --platform <id>."),
+  confirmationNeeded: (question: string, extra: Record<string, unknown>) =>
+    new CliFailure(
+      "confirmation_needed",
+      `Nothing was changed: core asks before this (${question}), and standard input is not a terminal to answer on. Run it again with --yes to go ahead.`,
+      extra,
+    ),
+  notConfirmed: (extra: Record<string, unknown>) => new CliFailure("not_confirmed", "Nothing was changed.", extra),
+
   invalidArgument: (message: string) => new CliFailure("invalid_argument", `${message}.`),
   invalidDefinition: (message: string) => new CliFailure("invalid_definition", `${message}.`),
 
@@ -88,3 +115,13 @@ export const failures = {
   invalidSetting: (name: string, value: string, expected: string) => new CliFailure("usage", `${name} must be ${expected}, got "${value}".`),
   usage: (message: string, command?: string) => new CliFailure("usage", `${message}. Run: core ${command ? `${command} ` : ""}--help`),
 };
+
+/** VALIDATION_ERROR names the failing fields in `details`, one `{ path, message }` each (DESIGN §3). */
+function detailLines(details: unknown): string[] {
+  if (!Array.isArray(details)) return [];
+  return details.map((d) =>
+    d && typeof d === "object" && ("path" in d || "message" in d)
+      ? `  - ${[d.path, d.message].filter((part) => part !== undefined && part !== "").map(String).join(": ")}`
+      : `  - ${JSON.stringify(d)}`,
+  );
+}

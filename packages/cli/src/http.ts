@@ -44,10 +44,53 @@ export function postForm(url: string, form: Record<string, string> | null, optio
   return send("POST", url, body, form ? "application/x-www-form-urlencoded" : null, options);
 }
 
-/** One request with an optional JSON body (the stack registry's routes, spec §4.5), JSON answer. */
+/** One request with an optional JSON body (the stack registry's and billing's routes, spec §4.4, §4.5), JSON answer. */
 export function requestJson(method: string, url: string, json: unknown, options: { credential?: string; userAgent: string }): Promise<Answer> {
   const body = json === undefined ? "" : JSON.stringify(json);
   return send(method, url, body, json === undefined ? null : "application/json", options);
+}
+
+/** The error envelope (spec §2.3), or what stands in for it when the body is not one. */
+export interface Refusal {
+  status: number;
+  code: string;
+  message: string;
+  requestId: string | null;
+  details: unknown;
+}
+
+export type Reply<T> = { ok: T } | { refused: Refusal };
+
+/**
+ * One call to a service's JSON API (the stack registry, billing): the answer when it has the
+ * `expected` status, else what its error envelope says. One `CORE_DEBUG` line. Throws `Unreachable`.
+ */
+export async function callService<T>(
+  method: string,
+  url: string,
+  body: unknown,
+  expected: number,
+  options: { credential?: string; userAgent: string; debug: (line: string) => void },
+): Promise<Reply<T>> {
+  let answer: Answer;
+  try {
+    answer = await requestJson(method, url, body, options);
+  } catch (err) {
+    if (err instanceof Unreachable) options.debug(`${method} ${url} → unreachable: ${err.reason}`);
+    throw err;
+  }
+  const envelope = answer.body?.error;
+  options.debug(`${method} ${url} → ${answer.status}${typeof envelope?.code === "string" ? ` ${envelope.code}` : ""}`);
+  if (answer.status === expected && answer.body !== null && typeof answer.body === "object") return { ok: answer.body as T };
+  return {
+    refused: {
+      status: answer.status,
+      code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${answer.status}`,
+      message: typeof envelope?.message === "string" ? envelope.message : answer.body === null ? "the answer is not JSON" : "",
+      requestId: typeof envelope?.requestId === "string" ? envelope.requestId : null,
+      details: envelope?.details ?? null,
+    },
+  };
 }
 
 async function send(method: string, url: string, body: string, contentType: string | null, options: { credential?: string; userAgent: string }): Promise<Answer> {

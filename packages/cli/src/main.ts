@@ -34,5 +34,6 @@ process.exitCode = await run(process.argv.slice(2), {
   stdout: (text) => process.stdout.write(`${text}\n`),
   stderr: (text) => process.stderr.write(`${text}\n`),
   readStdinLine,
+  interactive: process.stdin.isTTY === true,
   env: process.env,
 });

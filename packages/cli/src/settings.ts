@@ -6,6 +6,8 @@ import { failures } from "./failures.js";
 export const DEFAULT_IAM_URL = "http://localhost:4100";
 /** The default stack registry address (spec {stack_registry_url}; DESIGN §1). */
 export const DEFAULT_STACK_REGISTRY_URL = "http://localhost:4300";
+/** The default billing address (spec {billing_url}; DESIGN §1). */
+export const DEFAULT_BILLING_URL = "http://localhost:4200";
 /** Device-flow polling gives up after 5 minutes (spec §8). */
 const LOGIN_TIMEOUT_SECONDS = 300;
 
@@ -18,6 +20,8 @@ export interface Settings {
   iamUrlFromEnv: string | undefined;
   /** `CORE_STACK_REGISTRY_URL`, unparsed */
   stackRegistryUrlFromEnv: string | undefined;
+  /** `CORE_BILLING_URL`, unparsed */
+  billingUrlFromEnv: string | undefined;
   /** `CORE_TOKEN`: used instead of the stored credential (for CI) */
   envToken: string | undefined;
   /** `CORE_LOGIN_TIMEOUT_SECONDS`: the 5-minute polling limit, shorter in tests */
@@ -33,6 +37,7 @@ export function readSettings(env: NodeJS.ProcessEnv): Settings {
     credentialsPath: join(home, "credentials.json"),
     iamUrlFromEnv: env.CORE_IAM_URL || undefined,
     stackRegistryUrlFromEnv: env.CORE_STACK_REGISTRY_URL || undefined,
+    billingUrlFromEnv: env.CORE_BILLING_URL || undefined,
     envToken: env.CORE_TOKEN?.trim() || undefined,
     loginTimeoutMs: positiveSeconds(env, "CORE_LOGIN_TIMEOUT_SECONDS", LOGIN_TIMEOUT_SECONDS) * 1000,
     debug: env.CORE_DEBUG === "1",
@@ -59,6 +64,13 @@ export function resolveStackRegistryUrl(flag: string | undefined, settings: Sett
   if (flag !== undefined) return normalizeBaseUrl(flag, "--registry-url", "stack registry");
   if (settings.stackRegistryUrlFromEnv !== undefined) return normalizeBaseUrl(settings.stackRegistryUrlFromEnv, "CORE_STACK_REGISTRY_URL", "stack registry");
   return DEFAULT_STACK_REGISTRY_URL;
+}
+
+/** And for billing: `--billing-url`, then `CORE_BILLING_URL`, then the default. */
+export function resolveBillingUrl(flag: string | undefined, settings: Settings): string {
+  if (flag !== undefined) return normalizeBaseUrl(flag, "--billing-url", "billing");
+  if (settings.billingUrlFromEnv !== undefined) return normalizeBaseUrl(settings.billingUrlFromEnv, "CORE_BILLING_URL", "billing");
+  return DEFAULT_BILLING_URL;
 }
 
 /** An http(s) base address without a trailing slash; it may carry a path prefix. */

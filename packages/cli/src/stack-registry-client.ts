@@ -1,4 +1,4 @@
-import { requestJson, Unreachable, type Answer } from "./http.js";
+import { callService, type Reply } from "./http.js";
 
 /** A stack template as the list and the detail return it (spec §2.8); timestamps are Unix seconds. */
 export interface StackTemplate {
@@ -25,17 +25,6 @@ export interface StackVersion {
   published_at: number;
   created_at: number;
 }
-
-/** The error envelope (spec §2.3), or what stands in for it when the body is not one. */
-export interface Refusal {
-  status: number;
-  code: string;
-  message: string;
-  requestId: string | null;
-  details: unknown;
-}
-
-export type Reply<T> = { ok: T } | { refused: Refusal };
 
 /** The stack registry routes the CLI calls (spec §4.5), at one base address. Throws `Unreachable`. */
 export class StackRegistryClient {
@@ -68,26 +57,7 @@ export class StackRegistryClient {
     return this.call("DELETE", `/api/v1/stacks/${encodeURIComponent(name)}/${encodeURIComponent(version)}`, undefined, 200);
   }
 
-  private async call<T>(method: string, path: string, body: unknown, expected: number): Promise<Reply<T>> {
-    const url = `${this.baseUrl}${path}`;
-    let answer: Answer;
-    try {
-      answer = await requestJson(method, url, body, { credential: this.options.token, userAgent: this.options.userAgent });
-    } catch (err) {
-      if (err instanceof Unreachable) this.options.debug(`${method} ${url} → unreachable: ${err.reason}`);
-      throw err;
-    }
-    const envelope = answer.body?.error;
-    this.options.debug(`${method} ${url} → ${answer.status}${typeof envelope?.code === "string" ? ` ${envelope.code}` : ""}`);
-    if (answer.status === expected && answer.body !== null && typeof answer.body === "object") return { ok: answer.body as T };
-    return {
-      refused: {
-        status: answer.status,
-        code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${answer.status}`,
-        message: typeof envelope?.message === "string" ? envelope.message : answer.body === null ? "the answer is not JSON" : "",
-        requestId: typeof envelope?.requestId === "string" ? envelope.requestId : null,
-        details: envelope?.details ?? null,
-      },
-    };
+  private call<T>(method: string, path: string, body: unknown, expected: number): Promise<Reply<T>> {
+    return callService(method, `${this.baseUrl}${path}`, body, expected, { credential: this.options.token, userAgent: this.options.userAgent, debug: this.options.debug });
   }
 }

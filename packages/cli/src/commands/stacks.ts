@@ -1,10 +1,11 @@
 import { readFile } from "node:fs/promises";
 import type { Context, Outcome } from "../context.js";
 import { failures } from "../failures.js";
-import { Unreachable } from "../http.js";
+import { plural, table, when } from "../format.js";
+import { Unreachable, type Refusal, type Reply } from "../http.js";
 import { resolveStackRegistryUrl } from "../settings.js";
-import type { Refusal, Reply, StackRegistryClient, StackTemplate, StackVersion } from "../stack-registry-client.js";
-import { usableToken } from "./token.js";
+import type { StackRegistryClient, StackTemplate, StackVersion } from "../stack-registry-client.js";
+import { tokenToSend } from "./token.js";
 
 /** Spec §8: a template name. */
 const NAME = /^[a-z0-9-]{1,64}$/;
@@ -120,17 +121,7 @@ export const stacks = {
 /** The registry address and the credential: `--token`, else CORE_TOKEN, else the stored login (refreshed). */
 async function connect(ctx: Context, options: StacksOptions): Promise<Session> {
   const baseUrl = resolveStackRegistryUrl(options.registryUrl, ctx.settings);
-  let token: string;
-  let source: string;
-  if (options.token !== undefined) {
-    token = (options.token === "-" ? await ctx.readStdinLine("Paste the token and press Enter:") : options.token).trim();
-    if (!token) throw failures.noToken();
-    source = "the token given to --token";
-  } else {
-    const usable = await usableToken(ctx);
-    token = usable.token;
-    source = usable.source === "env" ? "the token in CORE_TOKEN" : "the stored token";
-  }
+  const { token, source } = await tokenToSend(ctx, options.token);
   return { registry: ctx.stackRegistry(baseUrl, token), source };
 }
 
@@ -153,7 +144,7 @@ async function ask<T>(session: Session, action: string, subject: { name?: string
     throw err;
   }
   if ("ok" in reply) return reply.ok;
-  throw failures.registryRefused(action, reply.refused, detailLines(reply.refused), hintFor(reply.refused, subject, session));
+  throw failures.refused(action, reply.refused, hintFor(reply.refused, subject, session));
 }
 
 /** What to do about each error code of spec §4.5 (DESIGN §3). */
@@ -178,16 +169,6 @@ function hintFor(refusal: Refusal, { name, version }: { name?: string; version?:
     default:
       return null;
   }
-}
-
-/** VALIDATION_ERROR names the failing fields in `details`, one `{ path, message }` each (DESIGN §3). */
-function detailLines(refusal: Refusal): string[] {
-  if (!Array.isArray(refusal.details)) return [];
-  return refusal.details.map((d) =>
-    d && typeof d === "object" && ("path" in d || "message" in d)
-      ? `  - ${[d.path, d.message].filter((part) => part !== undefined && part !== "").map(String).join(": ")}`
-      : `  - ${JSON.stringify(d)}`,
-  );
 }
 
 function checkName(name: string) {
@@ -226,19 +207,4 @@ async function readDefinition(path: string): Promise<Record<string, unknown>> {
 function arrayOf<T>(value: unknown, baseUrl: string): T[] {
   if (!Array.isArray(value)) throw failures.registryAnswerUnreadable(baseUrl);
   return value as T[];
-}
-
-/** Unix seconds (DESIGN §2) as a UTC time to the minute. */
-function when(seconds: number | null | undefined): string {
-  if (typeof seconds !== "number" || !Number.isFinite(seconds)) return "-";
-  return `${new Date(seconds * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC`;
-}
-
-const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
-
-/** Columns padded to their widest cell, two spaces apart. */
-function table(headers: string[], rows: string[][]): string {
-  const cells = [headers, ...rows.map((row) => row.map((cell) => String(cell ?? "")))];
-  const widths = headers.map((_, i) => Math.max(...cells.map((row) => row[i]!.length)));
-  return cells.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n");
 }

@@ -2,7 +2,7 @@ import { activeCredential, describeSource, type Context, type Outcome } from "..
 import { hasExpired } from "../credentials.js";
 import { failures } from "../failures.js";
 import { isApiKey, Unreachable } from "../http.js";
-import type { WhoamiAnswer } from "../iam-client.js";
+import type { Identity, WhoamiAnswer } from "../iam-client.js";
 
 /**
  * `core whoami`: asks IAM who the credential in use stands for (`POST /api/v1/cli/whoami`, spec
@@ -17,20 +17,7 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
     throw failures.storedTokenExpired(active.stored.email, active.stored.expiresAt, active.stored.refreshToken !== null);
   }
 
-  let answer: WhoamiAnswer;
-  try {
-    answer = await ctx.iam(active.iamUrl).whoami(active.token);
-  } catch (err) {
-    if (err instanceof Unreachable) throw failures.iamUnreachable(active.iamUrl, err.reason);
-    throw err;
-  }
-  if (!("identity" in answer)) {
-    const detail = [answer.code, answer.message].filter(Boolean).join(": ");
-    if (answer.status === 401) throw failures.tokenNotAccepted(describeSource(active), active.iamUrl, detail);
-    throw failures.unexpectedAnswer(active.iamUrl, "whoami", answer.status, detail);
-  }
-
-  const { email, platformId, role, expiresAt } = answer.identity;
+  const { email, platformId, role, expiresAt } = await identityOf(ctx, active.iamUrl, active.token, describeSource(active));
   const credential = active.source === "env" ? "CORE_TOKEN" : ctx.settings.credentialsPath;
   return {
     text: [
@@ -42,4 +29,19 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
     ].join("\n"),
     json: { email, platformId, role, expiresAt, iamUrl: active.iamUrl, source: active.source, credential },
   };
+}
+
+/** Who IAM says `token` stands for; `source` names the token in the failure when IAM refuses it. */
+export async function identityOf(ctx: Context, iamUrl: string, token: string, source: string): Promise<Identity> {
+  let answer: WhoamiAnswer;
+  try {
+    answer = await ctx.iam(iamUrl).whoami(token);
+  } catch (err) {
+    if (err instanceof Unreachable) throw failures.iamUnreachable(iamUrl, err.reason);
+    throw err;
+  }
+  if ("identity" in answer) return answer.identity;
+  const detail = [answer.code, answer.message].filter(Boolean).join(": ");
+  if (answer.status === 401) throw failures.tokenNotAccepted(source, iamUrl, detail);
+  throw failures.unexpectedAnswer(iamUrl, "whoami", answer.status, detail);
 }

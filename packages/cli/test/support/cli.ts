@@ -46,10 +46,17 @@ export class CoreProcess {
   readonly finished: Promise<Finished>;
   private readonly waiters = new Set<() => void>();
 
-  constructor(bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string }) {
+  /**
+   * `terminal: true` runs core on a pseudo-terminal (util-linux `script`), as a person at a terminal
+   * does: standard input is a TTY, stays open for `type`, and stdout and stderr arrive together in
+   * `stdout`, with CRLF line ends.
+   */
+  constructor(bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string; terminal?: boolean }) {
     // only what the test gives: no CORE_* from the runner's environment, HOME away from the real ~/.core
     const env = { PATH: process.env.PATH ?? "", HOME: scratchDir("user"), ...options.env };
-    this.child = spawn(process.execPath, [bin, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child = options.terminal
+      ? spawn("script", ["--quiet", "--return", "--command", [process.execPath, bin, ...args].map(shellQuote).join(" "), "/dev/null"], { env, stdio: ["pipe", "pipe", "pipe"] })
+      : spawn(process.execPath, [bin, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
     this.child.stdout!.setEncoding("utf8").on("data", (text: string) => {
       this.stdout += text;
       this.notify();
@@ -63,8 +70,13 @@ export class CoreProcess {
       for (const line of lines) this.stderrLines.push({ at: Date.now(), line });
       this.notify();
     });
-    this.child.stdin!.end(options.stdin ?? "");
+    if (!options.terminal) this.child.stdin!.end(options.stdin ?? "");
     this.finished = new Promise((resolve) => this.child.once("close", (code) => resolve({ code, stdout: this.stdout, stderr: this.stderr })));
+  }
+
+  /** Types `text` at the terminal (`terminal: true`). */
+  type(text: string) {
+    this.child.stdin!.write(text);
   }
 
   /** Resolves with the first match of `pattern` in stdout + stderr. */
@@ -93,6 +105,8 @@ export class CoreProcess {
 
 export const runCli = (bin: string, args: string[], options: { env?: Record<string, string>; stdin?: string } = {}) =>
   new CoreProcess(bin, args, options).finished;
+
+const shellQuote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;
 
 /** A JS stack frame line: a failure must never print one. */
 export const STACK_FRAME = /^\s+at .+\(?.*:\d+:\d+\)?$/m;

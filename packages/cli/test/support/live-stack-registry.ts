@@ -70,6 +70,8 @@ export async function startLiveStackRegistry() {
 export interface RecordedRequest {
   method: string;
   path: string;
+  /** the query parameters, when there are any */
+  query?: Record<string, string>;
   authorization: string | undefined;
   apiKey?: string | undefined;
   body: any;
@@ -83,11 +85,12 @@ export async function recordingProxy(target: string) {
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.on("end", () => {
       const body = Buffer.concat(chunks);
-      const path = new URL(incoming.url!, "http://x").pathname;
+      const { pathname: path, search } = new URL(incoming.url!, "http://x");
       const apiKey = incoming.headers["x-api-key"];
       requests.push({
         method: incoming.method!,
         path,
+        ...(search ? { query: Object.fromEntries(new URLSearchParams(search)) } : {}),
         authorization: incoming.headers.authorization,
         ...(typeof apiKey === "string" ? { apiKey } : {}),
         body: body.length ? JSON.parse(body.toString("utf8")) : undefined,

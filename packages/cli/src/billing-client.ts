@@ -1,0 +1,131 @@
+import { callService, type Reply } from "./http.js";
+
+/** A plan of the price list (DESIGN §6.2); `priceCents` in the currency's minor units. */
+export interface Plan {
+  id: string;
+  tier: string;
+  name: string;
+  currency: string;
+  priceCents: number;
+  interval: string;
+  priceId: string;
+  included: Record<string, string>;
+  overageUnitCents: Record<string, string>;
+}
+
+/** A platform's current subscription (DESIGN §6.3); times are Unix seconds. */
+export interface Subscription {
+  id: string;
+  platformId: string;
+  customerId: string | null;
+  tier: string;
+  planId: string;
+  status: string;
+  billingAnchor: number;
+  currentPeriodStart: number;
+  currentPeriodEnd: number;
+  cancelAtPeriodEnd: boolean;
+  canceledAt: number | null;
+  trialEnd: number | null;
+  pendingTier: string | null;
+  quantity: number;
+  pendingQuantity: number | null;
+  metadata: Record<string, unknown>;
+  createdAt: number;
+}
+
+export interface InvoiceLine {
+  description: string;
+  amountCents: number;
+  periodStart: number | null;
+  periodEnd: number | null;
+}
+
+/** An invoice (DESIGN §6.4), amounts in minor units. */
+export interface Invoice {
+  id: string;
+  number: string | null;
+  status: string;
+  currency: string;
+  totalCents: number;
+  amountDueCents: number;
+  amountPaidCents: number;
+  periodStart: number;
+  periodEnd: number;
+  createdAt: number;
+  lines: InvoiceLine[];
+}
+
+/** What a tier change would charge (DESIGN §6.3): the same computation as the change itself. */
+export interface ProrationPreview {
+  currentTier: string;
+  newTier: string;
+  effectiveAt: number;
+  prorationDate: number | null;
+  currency: string;
+  lines: InvoiceLine[];
+  subtotalCents: number;
+  taxCents: number;
+  creditAppliedCents: number;
+  amountDueCents: number;
+}
+
+export interface SubscriptionChange {
+  subscription: Subscription;
+  invoice: Invoice | null;
+}
+
+/**
+ * Billing's routes the CLI calls (spec §4.4), at one base address. Table A's routes answer under
+ * `/api/billing` and without it alike; the CLI uses the short form. `platformId` is for operators,
+ * who name the platform; a tenant's own platform is the default where the route allows it.
+ * Throws `Unreachable`.
+ */
+export class BillingClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly options: { token: string | undefined; userAgent: string; debug: (line: string) => void },
+  ) {}
+
+  /** The price list: no credential needed. */
+  plans(): Promise<Reply<Plan[]>> {
+    return this.call("GET", "/plans", undefined);
+  }
+
+  /** Spec §4.4 requires `platformId` here, also for a platform's own owner. */
+  subscription(platformId: string): Promise<Reply<Subscription>> {
+    return this.call("GET", `/subscription${query({ platformId })}`, undefined);
+  }
+
+  upgrade(body: { planId: string; paymentMethodId: string; billingEmail: string; idempotencyKey: string }, platformId?: string): Promise<Reply<{ subscription: Subscription; invoice: Invoice }>> {
+    return this.call("POST", `/api/billing/upgrade${query({ platformId })}`, body);
+  }
+
+  prorationPreview(tier: string, platformId?: string): Promise<Reply<ProrationPreview>> {
+    return this.call("GET", `/subscription/proration-preview${query({ tier, platformId })}`, undefined);
+  }
+
+  /** With the preview's `prorationDate` and `expectedAmountDueCents`, the charge is the preview's or nothing (409 AMOUNT_CHANGED). */
+  changeTier(body: { tier: string; prorationDate?: number; expectedAmountDueCents?: number }, platformId?: string): Promise<Reply<SubscriptionChange>> {
+    return this.call("POST", `/subscription/change-tier${query({ platformId })}`, body);
+  }
+
+  cancel(platformId?: string): Promise<Reply<Subscription>> {
+    return this.call("POST", `/subscription/cancel${query({ platformId })}`, undefined);
+  }
+
+  /** Newest first; `cursor` is null on the last page. */
+  invoices(platformId: string, limit: number, cursor?: string): Promise<Reply<{ data: Invoice[]; cursor: string | null }>> {
+    return this.call("GET", `/invoices${query({ platformId, limit: String(limit), cursor })}`, undefined);
+  }
+
+  private call<T>(method: string, path: string, body: unknown): Promise<Reply<T>> {
+    return callService(method, `${this.baseUrl}${path}`, body, 200, { credential: this.options.token, userAgent: this.options.userAgent, debug: this.options.debug });
+  }
+}
+
+/** `?a=1&b=2` of the parameters that are set, or "" when none is. */
+function query(parameters: Record<string, string | undefined>): string {
+  const set = Object.entries(parameters).filter((entry): entry is [string, string] => entry[1] !== undefined);
+  return set.length === 0 ? "" : `?${new URLSearchParams(set).toString()}`;
+}
