@@ -26,6 +26,15 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/** A positive integer setting from the environment, `fallback` when unset or empty; else a ConfigError naming it. */
+export function positiveIntEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
+  return value;
+}
+
 /** Environment → the settings every service shares (DESIGN §1). Fails fast with a clear message. */
 export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonConfig {
   const host = env.CORE_HOST || "127.0.0.1";

@@ -1,4 +1,4 @@
-import { ConfigError, type CommonConfig } from "@core/kit";
+import { ConfigError, positiveIntEnv, type CommonConfig } from "@core/kit";
 import { loadCatalogue, type Catalogue } from "./plans.js";
 
 export interface BillingConfig {
@@ -17,14 +17,6 @@ export interface BillingConfig {
 
 const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;
 
-function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
-  return value;
-}
-
 /** Billing's settings from the environment (README "Configuration"); fails fast with one line. */
 export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv = process.env): BillingConfig {
   const taxPercent = env.CORE_BILLING_TAX_PERCENT || "0";
@@ -37,6 +29,6 @@ export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv =
     catalogue: loadCatalogue(env.CORE_BILLING_PLANS || undefined),
     taxPercent,
     testClock: testClock === "1",
-    workerIntervalMs: positiveInt(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
+    workerIntervalMs: positiveIntEnv(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
   };
 }

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { ConfigError, persistentSecret, type CommonConfig } from "@core/kit";
+import { ConfigError, persistentSecret, positiveIntEnv, type CommonConfig } from "@core/kit";
 
 export interface IamConfig {
   iamUrl: string;
@@ -36,14 +36,6 @@ export interface IamConfig {
 
 const isLocal = (url: string) => ["localhost", "127.0.0.1", "[::1]"].includes(new URL(url).hostname);
 
-function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
-  return value;
-}
-
 /** IAM's settings from the environment (README "Configuration"). */
 export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = process.env): IamConfig {
   const iamUrl = common.url("iam");
@@ -59,25 +51,25 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     authSecret,
     trustedOrigins: [new URL(iamUrl).origin, ...extraOrigins],
     secureCookies: !isLocal(iamUrl),
-    sessionSeconds: positiveInt(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
-    invitationSeconds: positiveInt(env, "CORE_INVITATION_SECONDS", 60 * 60 * 24 * 7),
+    sessionSeconds: positiveIntEnv(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
+    invitationSeconds: positiveIntEnv(env, "CORE_INVITATION_SECONDS", 60 * 60 * 24 * 7),
     bootstrapToken: env.CORE_BOOTSTRAP_TOKEN || undefined,
     activationUrl: (env.CORE_ACTIVATION_URL || `${iamUrl}/device`).replace(/\/+$/, ""),
-    deviceCodeSeconds: positiveInt(env, "CORE_DEVICE_CODE_SECONDS", 600),
-    deviceIntervalSeconds: positiveInt(env, "CORE_DEVICE_INTERVAL_SECONDS", 5),
-    accessTokenSeconds: positiveInt(env, "CORE_ACCESS_TOKEN_SECONDS", 3600),
-    refreshTokenSeconds: positiveInt(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
+    deviceCodeSeconds: positiveIntEnv(env, "CORE_DEVICE_CODE_SECONDS", 600),
+    deviceIntervalSeconds: positiveIntEnv(env, "CORE_DEVICE_INTERVAL_SECONDS", 5),
+    accessTokenSeconds: positiveIntEnv(env, "CORE_ACCESS_TOKEN_SECONDS", 3600),
+    refreshTokenSeconds: positiveIntEnv(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
     smtpUrl: env.SMTP_URL || undefined,
     mailFrom: env.CORE_MAIL_FROM || "Core <no-reply@localhost>",
     outboxDir: join(common.dataDir, "outbox"),
     rateLimits: {
       enabled: env.CORE_RATE_LIMIT !== "off",
-      windowSeconds: positiveInt(env, "CORE_RATE_LIMIT_WINDOW_SECONDS", 60),
-      signIn: positiveInt(env, "CORE_RATE_LIMIT_SIGN_IN", 10),
-      signUp: positiveInt(env, "CORE_RATE_LIMIT_SIGN_UP", 5),
-      magicLink: positiveInt(env, "CORE_RATE_LIMIT_MAGIC_LINK", 5),
-      apiKeyFailures: positiveInt(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
-      userCodeFailures: positiveInt(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
+      windowSeconds: positiveIntEnv(env, "CORE_RATE_LIMIT_WINDOW_SECONDS", 60),
+      signIn: positiveIntEnv(env, "CORE_RATE_LIMIT_SIGN_IN", 10),
+      signUp: positiveIntEnv(env, "CORE_RATE_LIMIT_SIGN_UP", 5),
+      magicLink: positiveIntEnv(env, "CORE_RATE_LIMIT_MAGIC_LINK", 5),
+      apiKeyFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
+      userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
     },
   };
 }

@@ -46,7 +46,7 @@ const day = (seconds: number | null) => (seconds === null ? "—" : new Date(sec
 
 const STATUS: Record<Subscription["status"], string> = { active: "Active", trialing: "Trial", past_due: "Payment failed: retrying", canceled: "Canceled" };
 
-function Layout(props: { title: string; returnUrl: string; children: Child }) {
+function Layout(props: { title: string; returnUrl: string | null; children: Child }) {
   return (
     <html lang="en">
       <head>
@@ -57,9 +57,11 @@ function Layout(props: { title: string; returnUrl: string; children: Child }) {
       </head>
       <body>
         <main>
-          <p>
-            <a href={props.returnUrl}>← Back</a>
-          </p>
+          {props.returnUrl ? (
+            <p>
+              <a href={props.returnUrl}>← Back</a>
+            </p>
+          ) : null}
           <h1>{props.title}</h1>
           {props.children}
         </main>
@@ -330,23 +332,11 @@ function ChangePage(props: {
 
 function MessagePage(props: { title: string; text: string; returnUrl: string | null }) {
   return (
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`${props.title} · Core billing`}</title>
-        <link rel="stylesheet" href={BILLING_STYLESHEET_PATH} />
-      </head>
-      <body>
-        <main>
-          <h1>{props.title}</h1>
-          <div class="card">
-            <p>{props.text}</p>
-            {props.returnUrl ? <a href={props.returnUrl}>Back</a> : null}
-          </div>
-        </main>
-      </body>
-    </html>
+    <Layout title={props.title} returnUrl={props.returnUrl}>
+      <div class="card">
+        <p>{props.text}</p>
+      </div>
+    </Layout>
   );
 }
 
