@@ -54,7 +54,7 @@ export function createApp(deps: BillingDeps) {
     db: deps.db,
     time,
     catalogue: deps.config.catalogue,
-    provider: deps.provider ?? new LocalProvider(deps.db, clock),
+    provider: deps.provider ?? new LocalProvider(deps.db, clock, deps.config.billingUrl),
     taxPercent: deps.config.taxPercent,
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { badRequest, newId, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { charges, paymentMethods, setupIntents, type PaymentMethodRow } from "../db/schema.js";
+import { createPortalSession } from "../portal.js";
 import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
 
 interface TestCard {
@@ -55,6 +56,8 @@ export class LocalProvider implements PaymentProvider {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
+    /** billing's public address: the portal page lives under it (DESIGN §6.1) */
+    private readonly billingUrl = "http://localhost:4200",
   ) {}
 
   async attach(customerId: string, token: string): Promise<PaymentMethodView> {
@@ -112,6 +115,11 @@ export class LocalProvider implements PaymentProvider {
     const clientSecret = `${id}_secret_${randomBytes(16).toString("base64url")}`;
     await this.db.insert(setupIntents).values({ id, customerId, clientSecret, status: "requires_payment_method", createdAt: this.clock.now() });
     return { id, clientSecret, status: "requires_payment_method", customerId };
+  }
+
+  async createPortalSession(input: { customerId: string; platformId: string; returnUrl: string }): Promise<{ id: string; url: string }> {
+    const session = await createPortalSession(this.db, this.clock.now(), input);
+    return { id: session.id, url: `${this.billingUrl}/portal/${session.id}` };
   }
 
   async charge(request: ChargeRequest): Promise<ChargeOutcome> {

@@ -44,6 +44,8 @@ export interface PaymentProvider {
   /** a payment method by id, whoever it belongs to; null when unknown */
   find(paymentMethodId: string): Promise<PaymentMethodView | null>;
   createSetupIntent(customerId: string): Promise<SetupIntentView>;
+  /** a customer portal session of an hour for one customer and platform: local answers our own page, Stripe its Billing Portal */
+  createPortalSession(input: { customerId: string; platformId: string; returnUrl: string }): Promise<{ id: string; url: string }>;
   charge(request: ChargeRequest): Promise<ChargeOutcome>;
 }
 

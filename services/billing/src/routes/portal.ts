@@ -12,7 +12,7 @@ import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
 import { renderChange, renderMessage, renderPortal, type Alert, type PortalView } from "../pages/portal.js";
 import { PAID_TIERS, type PaidTier, type Tier } from "../plans.js";
-import { createPortalSession, livePortalSession, type PortalSession } from "../portal.js";
+import { livePortalSession, type PortalSession } from "../portal.js";
 import { TEST_CARDS } from "../provider/local.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
 import { currentSubscription, subscriptionJson, toSecond } from "../subscriptions.js";
@@ -79,8 +79,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
           if (scope.caller.kind !== "principal" || !scope.caller.principal.email) throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
           customer = await ensurePlatformCustomer(engine.db, now, { platformId: scope.platformId, userId: scope.caller.principal.userId, email: scope.caller.principal.email, currency: engine.catalogue.currency });
         }
-        const session = await createPortalSession(engine.db, engine.time.wallNow(), { customerId: customer.id, platformId: scope.platformId, returnUrl: c.req.valid("json").returnUrl });
-        return c.json({ id: session.id, url: `${ctx.config.billingUrl}/portal/${session.id}` }, 201);
+        return c.json(await engine.provider.createPortalSession({ customerId: customer.id, platformId: scope.platformId, returnUrl: c.req.valid("json").returnUrl }), 201);
       },
     );
   }

@@ -286,5 +286,17 @@ export function providerContract(name: string, setup: () => Promise<ContractSubj
         expect((await refusal(provider.charge(chargeOf(customerId, "pm_1NoSuchCardAnywhere")))).status).toBe(400);
       });
     });
+
+  describe("portal sessions", () => {
+    it("answers an http(s) page of the customer's portal, a new one each time", async () => {
+      const customerId = await subject.newCustomer();
+      const first = await subject.provider.createPortalSession({ customerId, platformId: "plt_contract", returnUrl: "https://console.example.com/billing" });
+      const second = await subject.provider.createPortalSession({ customerId, platformId: "plt_contract", returnUrl: "https://console.example.com/billing" });
+      expect(first.id).toEqual(expect.any(String));
+      expect(new URL(first.url).protocol).toMatch(/^https?:$/);
+      expect(second.id).not.toBe(first.id);
+      expect(second.url).not.toBe(first.url);
+    });
+  });
   });
 }
