@@ -111,6 +111,9 @@ export async function overrideSubscription(engine: Engine, subscriptionId: strin
         Object.assign(set, { tier: plan.tier, planId: plan.id, pendingTier: null });
       }
       if (input.trialEnd !== undefined) {
+        if (before.status !== "trialing" && input.trialEnd * 1000 <= now.getTime()) {
+          throw conflict("NOT_TRIALING", "A trialEnd in the past ends a trial, and this subscription is not in one: give a future trialEnd to start one");
+        }
         const trialEnd = new Date(Math.max(input.trialEnd * 1000, now.getTime()));
         const startsTrial = before.status !== "trialing";
         Object.assign(set, { status: "trialing", trialEnd, currentPeriodEnd: trialEnd, ...(startsTrial ? { currentPeriodStart: now } : {}) });
@@ -161,6 +164,10 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
       const customer = await lockCustomer(tx, input.customerId);
       const amounts = priceInvoice({ lines: [], taxPercent: engine.taxPercent, balanceCents: Math.min(customer.balanceCents, 0) });
       if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance and no uninvoiced usage");
+      if (amounts.chargeCents === 0 && amounts.carriedForwardCents === amounts.amountDueCents) {
+        // a debit under the minimum charge would only be carried again, on a new invoice each time
+        throw conflict("NOTHING_TO_INVOICE", `Only ${amounts.amountDueCents} cents are pending, under the minimum charge: they are collected with the next invoice`);
+      }
       if (input.description) amounts.lines[0] = { ...amounts.lines[0]!, description: `${input.description} (${amounts.lines[0]!.description.toLowerCase()})` };
       const [current] = await tx.select().from(subscriptions).where(and(eq(subscriptions.customerId, customer.id), eq(subscriptions.current, true)));
       return createDraft(tx, now, {
@@ -190,8 +197,8 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
 }
 
 /**
- * `GET /operator/overview` (DESIGN §6.4): monthly recurring revenue (the current prices of active
- * paid subscriptions), platforms by state and tier, and the revenue collected this calendar month.
+ * `GET /operator/overview` (DESIGN §6.4): monthly recurring revenue (the current prices of paid
+ * subscriptions, active or past due), platforms by state and tier, and the revenue collected this calendar month.
  */
 export async function overview(engine: Engine) {
   const now = await engine.time.now();
@@ -200,12 +207,13 @@ export async function overview(engine: Engine) {
   let mrrCents = 0;
   for (const s of current) {
     byTier[s.tier as Tier] = (byTier[s.tier as Tier] ?? 0) + 1;
-    if (s.status === "active" && s.tier !== "free") mrrCents += engine.catalogue.plan(s.tier as Tier).priceCents * s.quantity;
+    // a past_due subscription is still subscribed (its payment is being retried); a trial pays nothing yet
+    if ((s.status === "active" || s.status === "past_due") && s.tier !== "free") mrrCents += engine.catalogue.plan(s.tier as Tier).priceCents * s.quantity;
   }
   const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   const [revenue] = rowsOf<{ cents: string | number | null }>(
     await engine.db.execute(
-      sql`select coalesce(sum(${invoices.amountPaidCents}), 0) as cents from ${invoices} where ${invoices.status} = 'paid' and ${invoices.paidAt} >= ${monthStart.toISOString()} and ${invoices.paidAt} < ${now.toISOString()}`,
+      sql`select coalesce(sum(${invoices.amountPaidCents}), 0) as cents from ${invoices} where ${invoices.status} = 'paid' and ${invoices.paidAt} >= ${monthStart.toISOString()} and ${invoices.paidAt} <= ${now.toISOString()}`,
     ),
   );
   return {

@@ -101,6 +101,9 @@ export async function withSubscriptionLease<T>(db: Db, wallNow: () => Date, subs
       .where(and(eq(subscriptions.id, subscriptionId), or(isNull(subscriptions.leaseUntil), lt(subscriptions.leaseUntil, now))))
       .returning({ id: subscriptions.id });
     if (claimed) break;
+    // nothing to wait for when there is no such subscription
+    const [exists] = await db.select({ id: subscriptions.id }).from(subscriptions).where(eq(subscriptions.id, subscriptionId));
+    if (!exists) throw notFound(`No subscription ${subscriptionId}`);
     if (now.getTime() > deadline) throw changeInProgress();
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
