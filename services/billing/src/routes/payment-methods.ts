@@ -54,7 +54,10 @@ export function platformPaymentMethodRoutes(app: ServiceApp, ctx: BillingContext
         const scope = await platformScope(c, ctx, "billing:manage", c.req.valid("query").platformId);
         let customer = await customerOfPlatform(engine.db, scope.platformId);
         if (!customer) {
-          if (scope.caller.kind !== "principal") throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
+          // only someone of the platform's own organization becomes its customer; an operator's email never does
+          if (scope.caller.kind !== "principal" || scope.caller.principal.platformId !== scope.platformId) {
+            throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
+          }
           customer = await ensurePlatformCustomer(engine.db, await engine.time.now(), {
             platformId: scope.platformId,
             userId: scope.caller.principal.userId,

@@ -76,7 +76,10 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
         const now = await engine.time.now();
         let customer = await customerOfPlatform(engine.db, scope.platformId);
         if (!customer) {
-          if (scope.caller.kind !== "principal" || !scope.caller.principal.email) throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
+          // only someone of the platform's own organization becomes its customer; an operator's email never does
+          if (scope.caller.kind !== "principal" || scope.caller.principal.platformId !== scope.platformId || !scope.caller.principal.email) {
+            throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
+          }
           customer = await ensurePlatformCustomer(engine.db, now, { platformId: scope.platformId, userId: scope.caller.principal.userId, email: scope.caller.principal.email, currency: engine.catalogue.currency });
         }
         return c.json(await engine.provider.createPortalSession({ customerId: customer.id, platformId: scope.platformId, returnUrl: c.req.valid("json").returnUrl }), 201);
