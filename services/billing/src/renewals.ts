@@ -2,7 +2,7 @@ import { and, asc, eq, isNull, lt, lte, or } from "drizzle-orm";
 import type { Logger } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { findCustomer } from "./customers.js";
-import { invoices, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
+import { invoiceLines, invoices, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { createDraft, finalizeDraft, markPaid, priceInvoice, subscriptionLine } from "./invoicing.js";
 import { periodAt, periodOf } from "./periods.js";
@@ -105,6 +105,10 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
       try {
         const draft = await createDraft(tx, at, { customer, platformId: subscription.platformId, subscriptionId, reason: "subscription_cycle", periodStart: period.start, periodEnd: period.end, amounts });
         renewal = await finalizeDraft(tx, at, draft.id, "open");
+        // due at once: a replica that dies before its charge leaves it to the next pass, which charges
+        // it with the same provider key (attempt 0), so a charge made before the crash is not made twice
+        const [due] = await tx.update(invoices).set({ nextAttemptAt: at }).where(eq(invoices.id, renewal.id)).returning();
+        renewal = due!;
       } catch (err) {
         // each (subscription, period) is invoiced once: the unique index holds against any race
         if (!isUniqueViolation(err, "invoices_one_cycle_per_period_key")) throw err;
@@ -115,8 +119,14 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
       return renewal;
     });
     if (!invoice) continue;
-    await settleAttempt(engine, invoice, 0, at, leaseId, plan.priceCents * quantity);
+    await settleAttempt(engine, invoice, 0, at, leaseId);
   }
+}
+
+/** What an invoice charged for its period's subscription (its `subscription` lines): the most a later change may credit back. */
+async function periodChargeOf(tx: Db, invoiceId: string): Promise<number> {
+  const lines = await tx.select({ amountCents: invoiceLines.amountCents }).from(invoiceLines).where(and(eq(invoiceLines.invoiceId, invoiceId), eq(invoiceLines.kind, "subscription")));
+  return lines.reduce((sum, line) => sum + line.amountCents, 0);
 }
 
 /**
@@ -124,7 +134,7 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
  * paid makes the subscription active; a refusal schedules the next retry, or, when they are spent or
  * the decline is hard, makes the invoice uncollectible and returns the platform to free.
  */
-async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: number, at: Date, leaseId: string, periodPriceCents?: number): Promise<void> {
+async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: number, at: Date, leaseId: string): Promise<void> {
   const result = await chargeDefault(engine, invoice, `cycle:${invoice.id}:${attempt}`);
   await engine.db.transaction(async (tx) => {
     if (!invoice.subscriptionId || !(await lockUnderLease(tx, invoice.subscriptionId, leaseId))) return;
@@ -135,7 +145,7 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
       if (subscription?.current) {
         await tx
           .update(subscriptions)
-          .set({ status: "active", ...(paidForPeriod && periodPriceCents !== undefined ? { periodPaidCents: periodPriceCents } : {}), updatedAt: at })
+          .set({ status: "active", ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}), updatedAt: at })
           .where(eq(subscriptions.id, subscription.id));
       }
       return;

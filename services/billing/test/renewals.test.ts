@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "@core/kit";
-import { testDatabases } from "@core/storage";
+import { rowsOf, testDatabases } from "@core/storage";
+import { sql } from "drizzle-orm";
 import { BillingTime } from "../src/billing-time.js";
 import type { Engine } from "../src/engine.js";
 import { LocalProvider } from "../src/provider/local.js";
+import type { ChargeOutcome, ChargeRequest } from "../src/provider/types.js";
 import { BillingWorker, RETRY_DAYS } from "../src/renewals.js";
 import { startBilling, type Billing } from "./support/billing.js";
 
@@ -159,6 +161,32 @@ describe.each(testDatabases())("renewals, dunning and the test clock on $name", 
       expect(credit).toBe(-Math.round((2900 * (length - 3600)) / length));
       expect(charge).toBe(Math.round((9900 * (length - 3600)) / length));
     }
+  });
+
+  it("charges a renewal once when the replica that made it died before its charge: another replica's next pass charges it", async () => {
+    const { platformId, subscription } = await b.upgraded("plan_starter");
+    /** a provider whose charge of this customer never answers: the replica dies there */
+    class DyingProvider extends LocalProvider {
+      override charge(request: ChargeRequest): Promise<ChargeOutcome> {
+        return request.customerId === subscription.customerId ? new Promise(() => {}) : super.charge(request);
+      }
+    }
+    const dying = new BillingWorker({ ...b.engine, time: new BillingTime(b.db, b.clock, true), provider: new DyingProvider(b.db, b.clock) }, 60_000, silentLogger());
+    const clock = (await b.call("GET", "/operator/test-clock", { headers: op })).body.now;
+    await b.engine.time.advance((await subscriptionOf(platformId)).currentPeriodEnd - clock + 60);
+    void dying.pass();
+    for (let i = 0; i < 200 && (await invoicesOf(platformId)).length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    const [renewal] = await invoicesOf(platformId);
+    expect(renewal).toMatchObject({ status: "open", amountPaidCents: 0 });
+    // its lease runs out a minute later; the next pass of a live replica finds the renewal due
+    b.clock.advance(61_000);
+    await b.ctx.worker.pass();
+    const invoices = await invoicesOf(platformId);
+    expect(invoices).toHaveLength(2);
+    expect(invoices[0]).toMatchObject({ id: renewal.id, status: "paid", amountPaidCents: 2900 });
+    expect((await subscriptionOf(platformId)).status).toBe("active");
+    const charges = rowsOf<{ n: number }>(await b.db.execute(sql`select count(*)::int as n from billing.charges where invoice_id = ${renewal.id}`));
+    expect(Number(charges[0]!.n)).toBe(1);
   });
 
   it("two replicas' workers on one database invoice each period once", async () => {
