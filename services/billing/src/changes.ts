@@ -1,7 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import { ApiError, badRequest, conflict, unixSeconds } from "@core/kit";
 import type { Db } from "@core/storage";
-import { customerOfPlatform, ensurePlatformCustomer } from "./customers.js";
+import { atProvider, customerOfPlatform, ensurePlatformCustomer } from "./customers.js";
 import { customers, invoices, subscriptions, type CustomerRow, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { createDraft, finalizeDraft, linesOf, priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
@@ -83,12 +83,12 @@ export async function upgrade(
     await advanceSubscription(engine, found.id, now, leaseId);
     const subscription = await currentSubscription(engine.db, engine.catalogue, input.platformId, now);
     if (subscription.tier !== "free") throw conflict("ALREADY_SUBSCRIBED", `The platform is on ${subscription.tier} already: use POST /subscription/change-tier`);
-    const customer = await ensurePlatformCustomer(engine.db, now, {
+    const customer = await atProvider(engine, await ensurePlatformCustomer(engine.db, now, {
       platformId: input.platformId,
       userId: input.userId,
       email: input.billingEmail,
       currency: engine.catalogue.currency,
-    });
+    }));
     const card = await engine.provider.attach(customer.id, input.paymentMethodId);
     const end = addMonthsClamped(now, 1);
     let draft = await draftOfRequest(engine.db, input.requestKey);
@@ -108,6 +108,7 @@ export async function upgrade(
     const outcome = await chargeFor(engine, customer, draft, amounts, card.id, input.requestKey);
     const invoiceId = draft.id;
     if (outcome?.status === "failed") await refused(engine, invoiceId, now, outcome);
+    await engine.provider.setDefaultPaymentMethod(customer.id, card.id);
     return engine.db.transaction(async (tx) => {
       const held = await lockUnderLease(tx, subscription.id, leaseId);
       if (!held) throw new ApiError(409, "CHANGE_IN_PROGRESS", "The subscription changed while the payment was made; try again");

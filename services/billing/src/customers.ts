@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { newId, notFound, unixSeconds } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { customers, type CustomerRow } from "./db/schema.js";
+import type { Engine } from "./engine.js";
 
 const PREFIX_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 
@@ -62,6 +63,24 @@ export async function createCustomer(db: Db, now: Date, input: NewCustomer): Pro
       throw err;
     }
   }
+}
+
+/** The customer, known to the payment provider too (DESIGN §6.1: Stripe keeps its own record of it). */
+export async function atProvider(engine: Engine, row: CustomerRow): Promise<CustomerRow> {
+  await engine.provider.upsertCustomer({ id: row.id, email: row.email, name: row.name });
+  return row;
+}
+
+/** Makes an attached card the customer's default, at the provider and in the engine; answers the customer. */
+export async function setDefaultCard(engine: Engine, customerId: string, paymentMethodId: string): Promise<CustomerRow> {
+  await engine.provider.setDefaultPaymentMethod(customerId, paymentMethodId);
+  const [row] = await engine.db
+    .update(customers)
+    .set({ defaultPaymentMethodId: paymentMethodId, updatedAt: await engine.time.now() })
+    .where(eq(customers.id, customerId))
+    .returning();
+  if (!row) throw notFound(`No customer ${customerId}`);
+  return row;
 }
 
 export async function findCustomer(db: Db, id: string): Promise<CustomerRow> {

@@ -60,6 +60,18 @@ export class LocalProvider implements PaymentProvider {
     private readonly billingUrl = "http://localhost:4200",
   ) {}
 
+  async upsertCustomer(): Promise<void> {
+    // the engine's customers table is this provider's customer record
+  }
+
+  async setDefaultPaymentMethod(customerId: string, paymentMethodId: string): Promise<void> {
+    const [row] = await this.db
+      .select({ id: paymentMethods.id })
+      .from(paymentMethods)
+      .where(and(eq(paymentMethods.id, paymentMethodId), eq(paymentMethods.customerId, customerId), isNull(paymentMethods.detachedAt)));
+    if (!row) throw unknownPaymentMethod(paymentMethodId);
+  }
+
   async attach(customerId: string, token: string): Promise<PaymentMethodView> {
     const card = Object.hasOwn(TEST_CARDS, token) ? TEST_CARDS[token]! : undefined;
     if (!card) {

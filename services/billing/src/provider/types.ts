@@ -37,6 +37,10 @@ export interface ChargeRequest {
  */
 export interface PaymentProvider {
   readonly name: "local" | "stripe";
+  /** the engine's customer, mirrored at the provider (Stripe keeps a customer of its own; local has nothing to keep) */
+  upsertCustomer(customer: { id: string; email: string; name: string | null }): Promise<void>;
+  /** the card renewals charge; 400 when it is not an attached card of this customer */
+  setDefaultPaymentMethod(customerId: string, paymentMethodId: string): Promise<void>;
   /** attaches a test token (`pm_card_visa`) or a `pm_…` of this customer; refuses a declined card as Stripe does on attach */
   attach(customerId: string, token: string): Promise<PaymentMethodView>;
   detach(customerId: string, paymentMethodId: string): Promise<PaymentMethodView>;

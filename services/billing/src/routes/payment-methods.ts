@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { conflict, errorResponses, jsonContent, security, type ServiceApp } from "@core/kit";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { customerOfPlatform, ensurePlatformCustomer } from "../customers.js";
+import { atProvider, customerOfPlatform, ensurePlatformCustomer } from "../customers.js";
 import type { CustomerRow } from "../db/schema.js";
 import type { PaymentMethodView } from "../provider/types.js";
 import { bothPrefixes } from "./answers.js";
@@ -58,12 +58,12 @@ export function platformPaymentMethodRoutes(app: ServiceApp, ctx: BillingContext
           if (scope.caller.kind !== "principal" || scope.caller.principal.platformId !== scope.platformId) {
             throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
           }
-          customer = await ensurePlatformCustomer(engine.db, await engine.time.now(), {
+          customer = await atProvider(engine, await ensurePlatformCustomer(engine.db, await engine.time.now(), {
             platformId: scope.platformId,
             userId: scope.caller.principal.userId,
             email: scope.caller.principal.email,
             currency: engine.catalogue.currency,
-          });
+          }));
         }
         return c.json(await engine.provider.createSetupIntent(customer.id), 201);
       },

@@ -6,7 +6,7 @@ import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, ty
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
-import { customerOfPlatform, ensurePlatformCustomer, findCustomer } from "../customers.js";
+import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
 import { customers, invoices } from "../db/schema.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
@@ -80,7 +80,10 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
           if (scope.caller.kind !== "principal" || scope.caller.principal.platformId !== scope.platformId || !scope.caller.principal.email) {
             throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
           }
-          customer = await ensurePlatformCustomer(engine.db, now, { platformId: scope.platformId, userId: scope.caller.principal.userId, email: scope.caller.principal.email, currency: engine.catalogue.currency });
+          customer = await atProvider(
+            engine,
+            await ensurePlatformCustomer(engine.db, now, { platformId: scope.platformId, userId: scope.caller.principal.userId, email: scope.caller.principal.email, currency: engine.catalogue.currency }),
+          );
         }
         return c.json(await engine.provider.createPortalSession({ customerId: customer.id, platformId: scope.platformId, returnUrl: c.req.valid("json").returnUrl }), 201);
       },
@@ -158,7 +161,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
   });
 
   const setDefault = async (customerId: string, paymentMethodId: string) => {
-    await engine.db.update(customers).set({ defaultPaymentMethodId: paymentMethodId, updatedAt: await engine.time.now() }).where(eq(customers.id, customerId));
+    await setDefaultCard(engine, customerId, paymentMethodId);
     await retryOpenInvoicesNow(engine, customerId);
   };
 

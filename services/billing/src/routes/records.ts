@@ -7,7 +7,7 @@ import type { Caller } from "@core/service-auth";
 import { actorOf, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, upgrade } from "../changes.js";
-import { createCustomer, customerJson, findCustomer } from "../customers.js";
+import { atProvider, createCustomer, customerJson, findCustomer, setDefaultCard } from "../customers.js";
 import { customers, type CustomerRow } from "../db/schema.js";
 import { auditOperatorAction, cancelSubscription } from "../operator.js";
 import type { Tier } from "../plans.js";
@@ -83,13 +83,9 @@ export function recordRoutes(app: ServiceApp, ctx: BillingContext) {
 
   /** Makes a card the customer's default, and retries its refused renewals with it at once (DESIGN §6.3). */
   const setDefault = async (customer: CustomerRow, paymentMethodId: string): Promise<CustomerRow> => {
-    const [row] = await engine.db
-      .update(customers)
-      .set({ defaultPaymentMethodId: paymentMethodId, updatedAt: await engine.time.now() })
-      .where(eq(customers.id, customer.id))
-      .returning();
+    const row = await setDefaultCard(engine, customer.id, paymentMethodId);
     await retryOpenInvoicesNow(engine, customer.id);
-    return row!;
+    return row;
   };
 
   app.openapi(
@@ -115,7 +111,7 @@ export function recordRoutes(app: ServiceApp, ctx: BillingContext) {
       if (platformId && !(await ctx.platforms.exists(platformId))) throw notFound(`No platform ${platformId}`);
       let customer: CustomerRow;
       try {
-        customer = await createCustomer(engine.db, await engine.time.now(), { ...input, platformId, userId, currency: engine.catalogue.currency });
+        customer = await atProvider(engine, await createCustomer(engine.db, await engine.time.now(), { ...input, platformId, userId, currency: engine.catalogue.currency }));
       } catch (err) {
         if (isUniqueViolation(err, "customers_platform_key")) throw conflict("CUSTOMER_EXISTS", `Platform ${platformId} has a customer already: GET /subscription?platformId=${platformId} names it`);
         throw err;
@@ -170,6 +166,7 @@ export function recordRoutes(app: ServiceApp, ctx: BillingContext) {
         })
         .where(eq(customers.id, before.id))
         .returning();
+      await atProvider(engine, after!);
       await audit(c, caller, { action: "customer.update", targetType: "customer", targetId: before.id, before: customerJson(before), after: customerJson(after!) });
       return c.json(customerJson(after!), 200);
     },

@@ -287,6 +287,27 @@ export function providerContract(name: string, setup: () => Promise<ContractSubj
       });
     });
 
+  describe("customers and default cards", () => {
+    it("takes the engine's customer, again and again, and cards attach to it", async () => {
+      const customerId = await subject.newCustomer();
+      await subject.provider.upsertCustomer({ id: customerId, email: "first@example.com", name: null });
+      await subject.provider.upsertCustomer({ id: customerId, email: "second@example.com", name: "Ada" });
+      expect((await subject.provider.attach(customerId, "pm_card_visa")).customerId).toBe(customerId);
+    });
+
+    it("sets an attached card as the default, and refuses another customer's, a detached or an unknown one with 400", async () => {
+      const customerId = await subject.newCustomer();
+      const other = await subject.newCustomer();
+      const card = await subject.provider.attach(customerId, "pm_card_visa");
+      await subject.provider.setDefaultPaymentMethod(customerId, card.id);
+      const theirs = await subject.provider.attach(other, "pm_card_visa");
+      expect((await refusal(subject.provider.setDefaultPaymentMethod(customerId, theirs.id))).status).toBe(400);
+      expect((await refusal(subject.provider.setDefaultPaymentMethod(customerId, "pm_1NoSuchCardAnywhere"))).status).toBe(400);
+      await subject.provider.detach(customerId, card.id);
+      expect((await refusal(subject.provider.setDefaultPaymentMethod(customerId, card.id))).status).toBe(400);
+    });
+  });
+
   describe("portal sessions", () => {
     it("answers an http(s) page of the customer's portal, a new one each time", async () => {
       const customerId = await subject.newCustomer();
