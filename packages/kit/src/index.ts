@@ -11,3 +11,4 @@ export * from "./server.js";
 export * from "./config.js";
 export * from "./service.js";
 export * from "./input-screen.js";
+export * from "./mailer.js";

@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
 import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
@@ -8,7 +8,6 @@ import { AuditLog } from "./audit.js";
 import { createAuth, type Auth } from "./auth.js";
 import { authLibraryDescription } from "./auth-description.js";
 import type { IamConfig } from "./config.js";
-import { createMailer, type Mailer } from "./mailer.js";
 import { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PrincipalResolver } from "./principals.js";
 import { RateLimiter } from "./rate-limiter.js";

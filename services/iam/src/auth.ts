@@ -3,11 +3,10 @@ import { betterAuth } from "better-auth";
 import { drizzleAdapter } from "better-auth/adapters/drizzle";
 import { createAuthMiddleware, isAPIError } from "better-auth/api";
 import { bearer, jwt, magicLink, openAPI, organization } from "better-auth/plugins";
-import { loggableError, type Logger } from "@core/kit";
+import { loggableError, type Logger, type Mailer } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
-import type { Mailer } from "./mailer.js";
 import type { IamConfig } from "./config.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 

@@ -1,5 +1,4 @@
-import { join } from "node:path";
-import { ConfigError, persistentSecret, positiveIntEnv, type CommonConfig } from "@core/kit";
+import { ConfigError, mailConfig, persistentSecret, positiveIntEnv, type CommonConfig } from "@core/kit";
 
 export interface IamConfig {
   iamUrl: string;
@@ -45,6 +44,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     .split(",")
     .map((o) => o.trim())
     .filter(Boolean);
+  const mail = mailConfig(common, env);
   return {
     iamUrl,
     registryUrl: common.url("platform-registry"),
@@ -59,9 +59,9 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     deviceIntervalSeconds: positiveIntEnv(env, "CORE_DEVICE_INTERVAL_SECONDS", 5),
     accessTokenSeconds: positiveIntEnv(env, "CORE_ACCESS_TOKEN_SECONDS", 3600),
     refreshTokenSeconds: positiveIntEnv(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
-    smtpUrl: env.SMTP_URL || undefined,
-    mailFrom: env.CORE_MAIL_FROM || "Core <no-reply@localhost>",
-    outboxDir: join(common.dataDir, "outbox"),
+    smtpUrl: mail.smtpUrl,
+    mailFrom: mail.from,
+    outboxDir: mail.outboxDir,
     rateLimits: {
       enabled: env.CORE_RATE_LIMIT !== "off",
       windowSeconds: positiveIntEnv(env, "CORE_RATE_LIMIT_WINDOW_SECONDS", 60),

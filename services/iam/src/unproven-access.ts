@@ -1,6 +1,6 @@
 import { serialize } from "hono/utils/cookie";
 import type { AuditLog } from "./audit.js";
-import type { Mailer } from "./mailer.js";
+import type { Mailer } from "@core/kit";
 
 /** What the auth library took from an account whose address was never proven, during one request. */
 export interface RevokedAccess {

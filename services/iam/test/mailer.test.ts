@@ -5,7 +5,7 @@ import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@core/kit";
 import { Writable } from "node:stream";
-import { createMailer } from "../src/mailer.js";
+import { createMailer } from "@core/kit";
 
 /** A logger whose lines the test can read. */
 function capturedLogger() {

@@ -7,7 +7,7 @@ import { migrationsFolder as registryMigrations } from "../../../platform-regist
 import { createApp, type IamApp } from "../../src/app.js";
 import type { IamConfig } from "../../src/config.js";
 import { migrationsFolder } from "../../src/index.js";
-import type { Mail, Mailer } from "../../src/mailer.js";
+import type { Mail, Mailer } from "@core/kit";
 
 export const TEST_SECRET = "test-secret-that-is-long-enough-for-better-auth-0123456789";
 export const REGISTRY_SECRET = "registry-secret-for-tests-0123456789";

@@ -1,7 +1,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import nodemailer from "nodemailer";
-import type { Logger } from "@core/kit";
+import type { CommonConfig } from "./config.js";
+import type { Logger } from "./logger.js";
 
 export interface Mail {
   to: string;
@@ -13,10 +14,25 @@ export interface Mailer {
   send(mail: Mail): Promise<void>;
 }
 
+export interface MailConfig {
+  /** SMTP_URL: mail goes out over SMTP; unset, it is written to the outbox folder */
+  smtpUrl: string | undefined;
+  /** CORE_MAIL_FROM */
+  from: string;
+  /** CORE_DATA_DIR/outbox */
+  outboxDir: string;
+}
+
+/** The mail settings every service shares (README "Configuration"). */
+export function mailConfig(common: Pick<CommonConfig, "dataDir">, env: NodeJS.ProcessEnv): MailConfig {
+  return { smtpUrl: env.SMTP_URL || undefined, from: env.CORE_MAIL_FROM || "Core <no-reply@localhost>", outboxDir: join(common.dataDir, "outbox") };
+}
+
 /**
- * Mail for magic links and invitations: SMTP when `SMTP_URL` is set (nodemailer), otherwise each
- * message goes to `CORE_DATA_DIR/outbox/` so a developer on the embedded default can follow the
- * link. The log line names the file, never the link: the link is a credential.
+ * Mail of every service (IAM's magic links and invitations, billing's usage alerts): SMTP when
+ * `SMTP_URL` is set (nodemailer), otherwise each message goes to `CORE_DATA_DIR/outbox/` so a
+ * developer on the embedded default can read it. The log line names the file, never the body: a
+ * link in it may be a credential.
  */
 export function createMailer(options: { smtpUrl?: string; from: string; outboxDir: string; logger: Logger }): Mailer {
   if (options.smtpUrl) {
