@@ -1,4 +1,4 @@
-import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
 import type { CredentialResolvers, ServiceTokenSource } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { PlatformDirectory } from "./access.js";
@@ -6,10 +6,13 @@ import { BillingTime } from "./billing-time.js";
 import type { BillingConfig } from "./config.js";
 import type { Engine } from "./engine.js";
 import { IdempotencyKeys } from "./idempotency.js";
+import { AlertMailer } from "./metering/alerts.js";
+import { pruneUsageEvents } from "./metering/retention.js";
 import { LocalProvider } from "./provider/local.js";
 import type { PaymentProvider } from "./provider/types.js";
 import { BillingWorker } from "./renewals.js";
 import { invoiceRoutes } from "./routes/invoices.js";
+import { meteringRoutes } from "./routes/metering.js";
 import { operatorRoutes } from "./routes/operator.js";
 import { testClockRoutes } from "./routes/test-clock.js";
 import { platformPaymentMethodRoutes } from "./routes/payment-methods.js";
@@ -32,6 +35,8 @@ export interface BillingDeps {
   /** fetch for calls to the platform registry (tests point it elsewhere) */
   fetch?: typeof fetch;
   healthChecks?: HealthCheck[];
+  /** where usage alerts are mailed (tests catch them); default SMTP_URL or the outbox */
+  mailer?: Mailer;
 }
 
 /** Everything billing's route modules share. */
@@ -44,6 +49,7 @@ export interface BillingContext {
   idempotency: IdempotencyKeys;
   worker: BillingWorker;
   tierSync: TierSync;
+  alerts: AlertMailer;
 }
 
 /** Billing's HTTP app (spec §4.4, DESIGN §6) and its worker, which the caller starts. */
@@ -56,12 +62,21 @@ export function createApp(deps: BillingDeps) {
     catalogue: deps.config.catalogue,
     provider: deps.provider ?? new LocalProvider(deps.db, clock, deps.config.billingUrl),
     taxPercent: deps.config.taxPercent,
+    usageGraceSeconds: deps.config.usageGraceSeconds,
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
+  const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
+  const alerts = new AlertMailer(deps.db, mailer, deps.logger, () => clock.now(), deps.config.billingUrl);
+  // side work of each pass, each on its own: one failing does not hold back the others
+  const sideWork: [string, () => Promise<unknown>][] = [
+    ["tier sync", () => tierSync.push(clock.now())],
+    ["idempotency pruning", () => idempotency.prune()],
+    ["usage retention", async () => pruneUsageEvents(deps.db, await time.now())],
+    ["usage alert mail", () => alerts.drain()],
+  ];
   const worker = new BillingWorker(engine, deps.config.workerIntervalMs, deps.logger, async () => {
-    await tierSync.push(clock.now());
-    await idempotency.prune();
+    for (const [name, work] of sideWork) await work().catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
   });
   const ctx: BillingContext = {
     engine,
@@ -72,13 +87,14 @@ export function createApp(deps: BillingDeps) {
     idempotency,
     worker,
     tierSync,
+    alerts,
   };
 
   const app = createServiceApp({
     service: "billing",
     title: "Core billing",
     description:
-      "Plans, subscriptions, tier changes with proration, invoices, credits, renewals and payment methods (spec §4.4, DESIGN §6). " +
+      "Plans, subscriptions, tier changes with proration, invoices, credits, renewals, payment methods and usage metering (spec §4.4, DESIGN §6). " +
       "Table A answers under /api/billing and without the prefix alike.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
@@ -94,6 +110,7 @@ export function createApp(deps: BillingDeps) {
   operatorRoutes(app, ctx);
   recordRoutes(app, ctx);
   usageRoutes(app, ctx);
+  meteringRoutes(app, ctx);
   portalRoutes(app, ctx);
   if (deps.config.testClock) testClockRoutes(app, ctx);
   return Object.assign(app, { ctx });

@@ -1,4 +1,4 @@
-import { ConfigError, positiveIntEnv, type CommonConfig } from "@core/kit";
+import { ConfigError, mailConfig, positiveIntEnv, type CommonConfig, type MailConfig } from "@core/kit";
 import { loadCatalogue, type Catalogue } from "./plans.js";
 
 export interface BillingConfig {
@@ -11,8 +11,12 @@ export interface BillingConfig {
   taxPercent: string;
   /** CORE_BILLING_TEST_CLOCK=1 adds the test-clock routes (never the default) */
   testClock: boolean;
-  /** how often the worker of each replica looks for renewals, retries and trial ends */
+  /** how often the worker of each replica looks for renewals, retries, trial ends and period closes */
   workerIntervalMs: number;
+  /** CORE_BILLING_USAGE_GRACE_SECONDS: how long a period's usage stays open after its end (DESIGN §6.5) */
+  usageGraceSeconds: number;
+  /** where usage alerts are mailed from, and how (SMTP_URL or the outbox) */
+  mail: MailConfig;
 }
 
 const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;
@@ -30,5 +34,7 @@ export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv =
     taxPercent,
     testClock: testClock === "1",
     workerIntervalMs: positiveIntEnv(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
+    usageGraceSeconds: positiveIntEnv(env, "CORE_BILLING_USAGE_GRACE_SECONDS", 3600),
+    mail: mailConfig(common, env),
   };
 }

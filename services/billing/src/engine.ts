@@ -11,4 +11,6 @@ export interface Engine {
   provider: PaymentProvider;
   /** CORE_BILLING_TAX_PERCENT, a decimal string */
   taxPercent: string;
+  /** CORE_BILLING_USAGE_GRACE_SECONDS: a period's usage stays open this long after its end (DESIGN §6.5) */
+  usageGraceSeconds: number;
 }

@@ -1,10 +1,11 @@
-import { and, asc, eq, isNull, lt, lte, or } from "drizzle-orm";
+import { and, asc, eq, isNull, lt, lte, ne, or } from "drizzle-orm";
 import type { Logger } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { findCustomer } from "./customers.js";
 import { invoiceLines, invoices, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { createDraft, finalizeDraft, markPaid, priceInvoice, subscriptionLine } from "./invoicing.js";
+import { closePeriod, nextClose } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
 import { HARD_DECLINES, type ChargeOutcome } from "./provider/types.js";
@@ -141,11 +142,21 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
     const [subscription] = await tx.select().from(subscriptions).where(eq(subscriptions.id, invoice.subscriptionId));
     if (result.paid) {
       await markPaid(tx, at, invoice);
-      const paidForPeriod = subscription && invoice.periodStart.getTime() === subscription.currentPeriodStart.getTime();
+      const paidForPeriod = subscription && invoice.reason !== "usage" && invoice.periodStart.getTime() === subscription.currentPeriodStart.getTime();
       if (subscription?.current) {
+        // past due until nothing of it is owed any more (a renewal and a usage invoice may both be open)
+        const [stillOwed] = await tx
+          .select({ id: invoices.id })
+          .from(invoices)
+          .where(and(eq(invoices.subscriptionId, subscription.id), eq(invoices.status, "open"), ne(invoices.id, invoice.id)))
+          .limit(1);
         await tx
           .update(subscriptions)
-          .set({ status: "active", ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}), updatedAt: at })
+          .set({
+            ...(subscription.status === "past_due" && !stillOwed ? { status: "active" as const } : {}),
+            ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}),
+            updatedAt: at,
+          })
           .where(eq(subscriptions.id, subscription.id));
       }
       return;
@@ -251,8 +262,14 @@ export async function retryOpenInvoicesNow(engine: Engine, customerId: string): 
   }
 }
 
-/** The earliest thing due by `now`: a period's end (renewal, trial end, cancellation) or a retry. */
-async function nextDue(db: Db, now: Date, wallNow: Date): Promise<{ kind: "subscription"; row: SubscriptionRow; at: Date } | { kind: "retry"; row: InvoiceRow; at: Date } | null> {
+type Due =
+  | { kind: "subscription"; row: SubscriptionRow; at: Date }
+  | { kind: "retry"; row: InvoiceRow; at: Date }
+  | { kind: "close"; row: { id: string; platformId: string; periodStart: Date }; at: Date };
+
+/** The earliest thing due by `now`: a period's end (renewal, trial end, cancellation), a retry, or a period's close. */
+async function nextDue(engine: Engine, now: Date, wallNow: Date): Promise<Due | null> {
+  const { db } = engine;
   const [subscription] = await db
     .select()
     .from(subscriptions)
@@ -265,23 +282,30 @@ async function nextDue(db: Db, now: Date, wallNow: Date): Promise<{ kind: "subsc
     .where(and(eq(invoices.status, "open"), lte(invoices.nextAttemptAt, now)))
     .orderBy(asc(invoices.nextAttemptAt), asc(invoices.id))
     .limit(1);
-  if (!subscription && !retry) return null;
-  if (retry && (!subscription || retry.nextAttemptAt! < subscription.currentPeriodEnd)) return { kind: "retry", row: retry, at: retry.nextAttemptAt! };
-  return { kind: "subscription", row: subscription!, at: subscription!.currentPeriodEnd };
+  const close = await nextClose(db, now, engine.usageGraceSeconds);
+  const due: Due[] = [];
+  if (subscription) due.push({ kind: "subscription", row: subscription, at: subscription.currentPeriodEnd });
+  if (retry) due.push({ kind: "retry", row: retry, at: retry.nextAttemptAt! });
+  if (close) due.push({ kind: "close", row: { id: `${close.platformId}@${close.periodStart.toISOString()}`, ...close }, at: close.at });
+  // earliest first; at one instant a renewal before a close before a retry, so a close's invoice is charged after it is made
+  const rank = { subscription: 0, close: 1, retry: 2 } as const;
+  due.sort((a, b) => a.at.getTime() - b.at.getTime() || rank[a.kind] - rank[b.kind]);
+  return due[0] ?? null;
 }
 
 /**
- * Runs everything due by `now` in time order — renewals, trial ends, cancellations, retries — across
- * all subscriptions (DESIGN §6.3). Every replica runs it; leases keep two replicas off one
+ * Runs everything due by `now` in time order — renewals, trial ends, cancellations, retries, period
+ * closes — across all subscriptions (DESIGN §6.3, §6.5). Every replica runs it; leases keep two replicas off one
  * subscription, and the invoice's unique index keeps a period from being invoiced twice.
  */
 export async function runDue(engine: Engine, now: Date, logger?: Logger): Promise<number> {
   let done = 0;
   for (let guard = 0; guard < 10_000; guard++) {
-    const due = await nextDue(engine.db, now, engine.time.wallNow());
+    const due = await nextDue(engine, now, engine.time.wallNow());
     if (!due) return done;
     try {
       if (due.kind === "retry") await retryInvoice(engine, due.row, now);
+      else if (due.kind === "close") await closePeriod(engine, due.row.platformId, due.row.periodStart, due.at);
       // only what falls due at this instant: the next pass takes the next earliest, whoever's it is
       else await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.row.id, (leaseId) => advanceSubscription(engine, due.row.id, due.at, leaseId));
       done++;

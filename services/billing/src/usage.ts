@@ -1,14 +1,15 @@
-import { and, asc, desc, eq, gt, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, gt, sql, type SQL } from "drizzle-orm";
 import { unixSeconds } from "@core/kit";
-import type { Db } from "@core/storage";
-import { usageAlerts, usageDaily, usageEntities, type SubscriptionRow } from "./db/schema.js";
+import { rowsOf, type Db } from "@core/storage";
+import { usageAlerts, usageDaily, usageEntities, usageTotals, type SubscriptionRow } from "./db/schema.js";
+import { pgTime } from "./metering/events.js";
 import { decimalString, lineAmountCents, overageOf } from "./money.js";
 import { METERS, type Catalogue, type Plan, type Tier } from "./plans.js";
 
 /**
- * Usage as the read routes of spec §4.4 table A answer it (DESIGN §6.5): always from the daily
- * rollups, never from raw events, so a read costs the same at ten events or ten million. Quantities
- * are decimal strings summed exactly by the database (`numeric`), never floats.
+ * Usage as the read routes of spec §4.4 table A answer it (DESIGN §6.5): always from the rollups
+ * (period totals, daily rows), never from raw events, so a read costs the same at ten events or ten
+ * million. Quantities are decimal strings summed exactly by the database (`numeric`), never floats.
  */
 
 export const DAY_MS = 86_400_000;
@@ -29,11 +30,12 @@ export const dayOf = (d: Date) => d.toISOString().slice(0, 10);
  */
 export async function currentUsage(db: Db, catalogue: Catalogue, subscription: SubscriptionRow, tenantId: string | undefined) {
   const plan = catalogue.plan(subscription.tier as Tier);
-  const rows = await db
-    .select({ meter: usageDaily.meter, quantity: sumOf })
-    .from(usageDaily)
-    .where(and(eq(usageDaily.platformId, subscription.platformId), eq(usageDaily.periodStart, subscription.currentPeriodStart), ofTenant(tenantId)))
-    .groupBy(usageDaily.meter);
+  const ofPeriod = (table: typeof usageTotals | typeof usageDaily) => and(eq(table.platformId, subscription.platformId), eq(table.periodStart, subscription.currentPeriodStart));
+  // the period's totals are three rows; one tenant's usage is the sum of its daily rows
+  const rows =
+    tenantId === undefined
+      ? await db.select({ meter: usageTotals.meter, quantity: sql<string>`${usageTotals.quantity}::text` }).from(usageTotals).where(ofPeriod(usageTotals))
+      : await db.select({ meter: usageDaily.meter, quantity: sumOf }).from(usageDaily).where(and(ofPeriod(usageDaily), ofTenant(tenantId))).groupBy(usageDaily.meter);
   const used = new Map(rows.map((r) => [r.meter, r.quantity]));
   let estimatedOverageCents = 0;
   const meters = metersOf(plan).map((meter) => {
@@ -91,23 +93,32 @@ export interface HistoryPosition {
   id: string;
 }
 
-/** `usage/history` (DESIGN §6.5): one row per closed period and meter, newest first, keyset-paged. */
+/**
+ * `usage/history` (DESIGN §6.5): one row per period before the current one and meter, newest period
+ * first, keyset-paged; each period's end comes from the period log.
+ */
 export async function usageHistory(db: Db, platformId: string, currentPeriodStart: Date, limit: number, after: HistoryPosition | null, tenantId: string | undefined) {
-  const rows = await db
-    .select({ periodStart: usageDaily.periodStart, periodEnd: usageDaily.periodEnd, meter: usageDaily.meter, quantity: sumOf })
-    .from(usageDaily)
-    .where(
-      and(
-        eq(usageDaily.platformId, platformId),
-        lt(usageDaily.periodStart, currentPeriodStart),
-        ofTenant(tenantId),
-        after ? or(lt(usageDaily.periodStart, after.k), and(eq(usageDaily.periodStart, after.k), gt(usageDaily.meter, after.id))) : undefined,
-      ),
-    )
-    .groupBy(usageDaily.periodStart, usageDaily.periodEnd, usageDaily.meter)
-    .orderBy(desc(usageDaily.periodStart), asc(usageDaily.meter))
-    .limit(limit + 1);
-  return rows.map((r) => ({ ...r, quantity: decimalString(r.quantity) }));
+  const source =
+    tenantId === undefined
+      ? sql`select period_start, meter, quantity from billing.usage_totals where platform_id = ${platformId}`
+      : sql`select period_start, meter, sum(quantity) as quantity from billing.usage_daily where platform_id = ${platformId} and tenant_id = ${tenantId} group by period_start, meter`;
+  const page = after
+    ? sql`and (u.period_start < ${after.k.toISOString()}::timestamptz or (u.period_start = ${after.k.toISOString()}::timestamptz and u.meter > ${after.id}))`
+    : sql``;
+  const rows = rowsOf<{ period_start: Date | string; period_end: Date | string | null; meter: string; quantity: string }>(
+    await db.execute(sql`
+      select u.period_start, p.period_end, u.meter, u.quantity::text as quantity
+      from (${source}) u join billing.usage_periods p on p.platform_id = ${platformId} and p.period_start = u.period_start
+      where u.period_start < ${currentPeriodStart.toISOString()}::timestamptz ${page}
+      order by u.period_start desc, u.meter asc
+      limit ${limit + 1}`),
+  );
+  return rows.map((r) => ({
+    periodStart: pgTime(r.period_start),
+    periodEnd: r.period_end === null ? currentPeriodStart : pgTime(r.period_end),
+    meter: r.meter,
+    quantity: decimalString(r.quantity),
+  }));
 }
 
 /** `usage/entities` (DESIGN §6.5): the tenants with usage, by id, keyset-paged. */

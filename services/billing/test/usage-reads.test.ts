@@ -1,11 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases } from "@core/storage";
-import { usageAlerts, usageDaily, usageEntities } from "../src/db/schema.js";
+import { sql } from "drizzle-orm";
+import { usageAlerts, usageDaily, usageEntities, usagePeriods, usageTotals } from "../src/db/schema.js";
 import { startBilling, unique, type Answer, type Billing, type Headers } from "./support/billing.js";
 
 /**
- * Table A's usage reads (spec §4.4, DESIGN §6.5). Ingestion comes later, so each test writes the
- * rollups it reads straight into the tables, as ingestion will.
+ * Table A's usage reads (spec §4.4, DESIGN §6.5), as a read model: each test writes the rollups it
+ * reads (daily rows, period totals, the period log) straight into the tables, as ingestion keeps
+ * them, so days and periods far apart are quick to set up. metering.test.ts proves the same reads
+ * through ingestion.
  */
 
 interface Period {
@@ -56,6 +59,19 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
     meters = Object.keys(freeIncluded).sort();
   });
   afterAll(() => b?.close());
+
+  /** Rollup rows with the period totals and period log rows ingestion keeps beside them. */
+  async function seed(rows: ReturnType<typeof rollup> | ReturnType<typeof rollup>[]) {
+    const list = Array.isArray(rows) ? rows : [rows];
+    await b.db.insert(usageDaily).values(list.map(({ periodEnd: _end, ...row }) => row));
+    for (const row of list) {
+      await b.db
+        .insert(usageTotals)
+        .values({ platformId: row.platformId, periodStart: row.periodStart, meter: row.meter, quantity: row.quantity })
+        .onConflictDoUpdate({ target: [usageTotals.platformId, usageTotals.periodStart, usageTotals.meter], set: { quantity: sql`${usageTotals.quantity} + excluded.quantity` } });
+      await b.db.insert(usagePeriods).values({ platformId: row.platformId, periodStart: row.periodStart, periodEnd: row.periodEnd, tier: "starter", status: "closed" }).onConflictDoNothing();
+    }
+  }
 
   /** The platform's current period, as GET /subscription answers it. */
   async function currentPeriod(platformId: string, headers: Headers): Promise<Period> {
@@ -121,7 +137,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
       const tenths = Array.from({ length: 10 }, (_, i) =>
         rollup(platformId, period, "compute_minutes", `2026-02-${String(i + 1).padStart(2, "0")}`, "0.1", { tenantId: i % 2 ? "t1" : "t2", stackId: ["s1", "s2", ""][i % 3] }),
       );
-      await b.db.insert(usageDaily).values([...tenths, rollup(platformId, period, "api_requests", "2026-02-03", "100000.5")]);
+      await seed([...tenths, rollup(platformId, period, "api_requests", "2026-02-03", "100000.5")]);
       const r = await b.call("GET", `/usage/current?platformId=${platformId}`, { headers: owner });
       expect(r.status).toBe(200);
       expect(r.body.meters).toEqual([
@@ -135,7 +151,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
 
     it("prices the overage at the plan's unit price, each meter rounded once half away from zero", async () => {
       const { platformId, owner, period } = await starter();
-      await b.db.insert(usageDaily).values([
+      await seed([
         rollup(platformId, period, "api_requests", "2026-02-01", "600000"),
         rollup(platformId, period, "api_requests", "2026-02-02", "500000", { tenantId: "t1" }),
         rollup(platformId, period, "compute_minutes", "2026-02-01", "1001"),
@@ -152,7 +168,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
 
     it("counts only the current period's rows, and only one tenant's with tenantId", async () => {
       const { platformId, owner, period } = await starter();
-      await b.db.insert(usageDaily).values([
+      await seed([
         rollup(platformId, period, "api_requests", "2026-02-01", "5", { tenantId: "t1" }),
         rollup(platformId, period, "api_requests", "2026-02-01", "7", { tenantId: "t2" }),
         rollup(platformId, period, "api_requests", "2026-02-02", "11"),
@@ -173,7 +189,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
     /** Two closed periods and the open one; history answers the closed ones only. */
     async function withHistory() {
       const { platformId, owner, period } = await starter();
-      await b.db.insert(usageDaily).values([
+      await seed([
         rollup(platformId, LAST, "storage_gb_hours", "2026-01-02", "0.5"),
         rollup(platformId, LAST, "api_requests", "2026-01-02", "2", { tenantId: "t1" }),
         rollup(platformId, LAST, "api_requests", "2026-01-03", "3", { tenantId: "t2", stackId: "s1" }),
@@ -238,7 +254,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
   describe("usage/daily", () => {
     it("answers every day of from..to, both included, times every meter, zeros included", async () => {
       const { platformId, owner, period } = await starter();
-      await b.db.insert(usageDaily).values([
+      await seed([
         rollup(platformId, period, "compute_minutes", "2026-02-01", "1.25", { tenantId: "t1", stackId: "s1" }),
         rollup(platformId, period, "compute_minutes", "2026-02-01", "0.75", { tenantId: "t2" }),
         rollup(platformId, period, "api_requests", "2026-02-03", "9", { tenantId: "t1" }),
@@ -265,7 +281,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
       const { platformId, owner, period } = await starter();
       const boundary = dayOf(period.start);
       const before: Period = { start: new Date(period.start.getTime() - 31 * 86_400_000), end: period.start };
-      await b.db.insert(usageDaily).values([rollup(platformId, before, "api_requests", boundary, "2"), rollup(platformId, period, "api_requests", boundary, "3.5")]);
+      await seed([rollup(platformId, before, "api_requests", boundary, "2"), rollup(platformId, period, "api_requests", boundary, "3.5")]);
       const r = await b.call("GET", `/usage/daily?platformId=${platformId}&from=${boundary}&to=${boundary}`, { headers: owner });
       expect(r.body.data[0]).toEqual({ date: boundary, meter: "api_requests", quantity: "5.5" });
       // the period itself counts only its own row
@@ -362,7 +378,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
     it("answers usage-summary per stack and meter, usage without a stack as stackId null, and one stack's meters and days", async () => {
       const { platformId, owner, period } = await starter();
       const today = dayOf(b.clock.now());
-      await b.db.insert(usageDaily).values([
+      await seed([
         rollup(platformId, period, "api_requests", today, "4", { stackId: "stk_b", tenantId: "t1" }),
         rollup(platformId, period, "api_requests", today, "0.5", { stackId: "stk_b", tenantId: "t2" }),
         rollup(platformId, period, "storage_gb_hours", today, "2", { stackId: "stk_a" }),
@@ -392,7 +408,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
   describe("access", () => {
     it("lets a member (billing:read) read; its own platform is the default where platformId is optional", async () => {
       const { platformId, period } = await starter();
-      await b.db.insert(usageDaily).values(rollup(platformId, LAST, "api_requests", "2026-01-02", "8"));
+      await seed(rollup(platformId, LAST, "api_requests", "2026-01-02", "8"));
       const member = b.as.member(platformId);
       const current = await b.call("GET", `/usage/current?platformId=${platformId}`, { headers: member });
       expect(current.status).toBe(200);
@@ -445,7 +461,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
 
   it("answers the same under /api/billing", async () => {
     const { platformId, owner, period } = await starter();
-    await b.db.insert(usageDaily).values([rollup(platformId, period, "api_requests", "2026-02-01", "100001"), rollup(platformId, LAST, "api_requests", "2026-01-02", "1")]);
+    await seed([rollup(platformId, period, "api_requests", "2026-02-01", "100001"), rollup(platformId, LAST, "api_requests", "2026-01-02", "1")]);
     for (const suffix of [
       `/usage/current?platformId=${platformId}`,
       `/usage/daily?platformId=${platformId}&from=2026-01-31&to=2026-02-02`,

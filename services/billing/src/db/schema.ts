@@ -171,6 +171,8 @@ export const invoices = billing.table(
     uniqueIndex("invoices_one_cycle_per_period_key")
       .on(t.subscriptionId, t.periodStart)
       .where(sql`${t.reason} in ('subscription_cycle', 'trial_end')`),
+    // a platform's period is invoiced for usage once (DESIGN §6.5), whatever races
+    uniqueIndex("invoices_one_usage_per_period_key").on(t.platformId, t.periodStart).where(sql`${t.reason} = 'usage'`),
   ],
 );
 
@@ -305,29 +307,123 @@ export const clockOffset = billing.table("clock_offset", {
   updatedAt: ts("updated_at").notNull(),
 });
 
+/** Exact usage quantities (DESIGN §6.5): up to 12 decimal places, never floats. */
+const quantity = (name: string) => numeric(name, { precision: 38, scale: 12 });
+
 /**
- * Usage read model (DESIGN §6.5): daily rollups per platform, billing period, tenant, stack, meter
- * and UTC day; written by ingestion, read by every usage route. A period starts and ends inside a
- * day (at the anchor's time), so the day of a period's end holds two rows, one for each period:
- * a period's usage is the sum of its own rows, and a day's is the sum over periods. `tenantId` and
- * `stackId` are "" when not given.
+ * Raw usage events (DESIGN §6.5), which are also their own dedupe records: the first write of a
+ * (platform, id) wins, a re-sent one meets the primary key. `occurredAt` is the event's timestamp;
+ * `periodStart` names the billing period it was counted in (a row of `usage_periods`). Pruned once
+ * the id need not be remembered: the timestamp + 35 days + 5 minutes.
+ */
+export const usageEvents = billing.table(
+  "usage_events",
+  {
+    platformId: text("platform_id").notNull(),
+    id: text("id").notNull(),
+    tenantId: text("tenant_id").notNull(),
+    stackId: text("stack_id").notNull(),
+    meter: text("meter").notNull(),
+    quantity: quantity("quantity").notNull(),
+    occurredAt: ts("occurred_at").notNull(),
+    periodStart: ts("period_start").notNull(),
+    receivedAt: ts("received_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.platformId, t.id] }),
+    // reconcile and the close recount read one period's events
+    index("usage_events_period_idx").on(t.platformId, t.periodStart),
+    // retention deletes by age; a BRIN index stays tiny on a table written in time order
+    index("usage_events_occurred_brin").using("brin", t.occurredAt),
+  ],
+);
+
+/**
+ * The billing periods of each platform, for usage (DESIGN §6.5): a platform's periods follow one
+ * another without gaps, each named by its start. The database keeps this log from
+ * `billing.subscriptions` (a trigger, migration 0002): a period appears when a subscription enters
+ * it, its end and tier follow the subscription while it is current, and a period cut short (an
+ * upgrade from free, a trial's start) ends where the next begins. `tier` is the plan in force at the
+ * period's end, the one its overage is priced with. Ingestion holds a period `FOR SHARE` while it
+ * counts into it; the close takes it `FOR UPDATE`, so no event is counted after its period was invoiced.
+ */
+export const usagePeriods = billing.table(
+  "usage_periods",
+  {
+    platformId: text("platform_id").notNull(),
+    periodStart: ts("period_start").notNull(),
+    /** null while unknown: an event arrived after the period's start, before the renewal that opens it */
+    periodEnd: ts("period_end"),
+    subscriptionId: text("subscription_id"),
+    customerId: text("customer_id"),
+    tier: text("tier").notNull(),
+    status: text("status", { enum: ["open", "closed"] }).notNull().default("open"),
+    closedAt: ts("closed_at"),
+    invoiceId: text("invoice_id"),
+    /** what each meter counted when the period closed: what its usage invoice was priced from */
+    closedTotals: jsonb("closed_totals").$type<Record<string, string>>(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.platformId, t.periodStart] }),
+    // the close's scan: open periods by their end
+    index("usage_periods_closing_idx").on(t.periodEnd).where(sql`${t.status} = 'open'`),
+  ],
+);
+
+/**
+ * What retention pruned of each platform's period and meter: raw events are deleted once their ids
+ * need not be remembered, and their sums move here in the same transaction, so `reconcile` can still
+ * recount a period whose events are gone.
+ */
+export const usagePruned = billing.table(
+  "usage_pruned",
+  {
+    platformId: text("platform_id").notNull(),
+    periodStart: ts("period_start").notNull(),
+    meter: text("meter").notNull(),
+    quantity: quantity("quantity").notNull(),
+    events: bigint("events", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.platformId, t.periodStart, t.meter] })],
+);
+
+/**
+ * Usage per platform, billing period, tenant, stack, meter and UTC day (DESIGN §6.5): written by
+ * ingestion in the event's transaction, read by the usage routes. A period starts and ends inside a
+ * day (at the anchor's time), so the day of a period's end holds rows of two periods: a period's
+ * usage is the sum of its own rows, a day's the sum over periods. `tenantId` and `stackId` are ""
+ * when not given.
  */
 export const usageDaily = billing.table(
   "usage_daily",
   {
     platformId: text("platform_id").notNull(),
     periodStart: ts("period_start").notNull(),
-    periodEnd: ts("period_end").notNull(),
     tenantId: text("tenant_id").notNull().default(""),
     stackId: text("stack_id").notNull().default(""),
     meter: text("meter").notNull(),
     day: date("day", { mode: "string" }).notNull(),
-    quantity: numeric("quantity", { precision: 38, scale: 12 }).notNull(),
+    quantity: quantity("quantity").notNull(),
   },
   (t) => [
     primaryKey({ columns: [t.platformId, t.periodStart, t.tenantId, t.stackId, t.meter, t.day] }),
     index("usage_daily_day_idx").on(t.platformId, t.day),
   ],
+);
+
+/**
+ * Each meter's total per platform and period: `usage/current` reads three rows whatever the volume,
+ * and ingestion learns from its own upsert whether it crossed an alert's threshold.
+ */
+export const usageTotals = billing.table(
+  "usage_totals",
+  {
+    platformId: text("platform_id").notNull(),
+    periodStart: ts("period_start").notNull(),
+    meter: text("meter").notNull(),
+    quantity: quantity("quantity").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.platformId, t.periodStart, t.meter] })],
 );
 
 /** Tenants that have usage, for `usage/entities`. */
@@ -342,7 +438,11 @@ export const usageEntities = billing.table(
   (t) => [primaryKey({ columns: [t.platformId, t.tenantId] })],
 );
 
-/** Thresholds crossed (80 % and 100 % of a meter's included quantity), once per platform, meter and period. */
+/**
+ * Thresholds crossed (80 % and 100 % of a meter's included quantity), once per platform, meter and
+ * period, written by the ingestion that crossed them. `notifiedAt` is null until the billing email
+ * was mailed: an outbox the worker drains, so a mail is never lost to a crash after the commit.
+ */
 export const usageAlerts = billing.table(
   "usage_alerts",
   {
@@ -351,11 +451,18 @@ export const usageAlerts = billing.table(
     meter: text("meter").notNull(),
     periodStart: ts("period_start").notNull(),
     thresholdPercent: integer("threshold_percent").notNull(),
-    quantity: numeric("quantity", { precision: 38, scale: 12 }).notNull(),
-    included: numeric("included", { precision: 38, scale: 12 }).notNull(),
+    quantity: quantity("quantity").notNull(),
+    included: quantity("included").notNull(),
     triggeredAt: ts("triggered_at").notNull(),
+    notifiedAt: ts("notified_at"),
+    /** mail attempts that failed, for the backoff; the alert itself stands */
+    notifyAttempts: integer("notify_attempts").notNull().default(0),
+    nextNotifyAt: ts("next_notify_at"),
   },
-  (t) => [uniqueIndex("usage_alerts_once_key").on(t.platformId, t.meter, t.periodStart, t.thresholdPercent)],
+  (t) => [
+    uniqueIndex("usage_alerts_once_key").on(t.platformId, t.meter, t.periodStart, t.thresholdPercent),
+    index("usage_alerts_unsent_idx").on(t.nextNotifyAt).where(sql`${t.notifiedAt} is null`),
+  ],
 );
 
 export type CustomerRow = typeof customers.$inferSelect;
@@ -363,3 +470,4 @@ export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type InvoiceRow = typeof invoices.$inferSelect;
 export type InvoiceLineRow = typeof invoiceLines.$inferSelect;
 export type PaymentMethodRow = typeof paymentMethods.$inferSelect;
+export type UsagePeriodRow = typeof usagePeriods.$inferSelect;

@@ -31,6 +31,8 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
     taxPercent: "0",
     testClock: false,
     workerIntervalMs: 60_000,
+    usageGraceSeconds: 3600,
+    mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" },
     ...overrides,
   };
 }

@@ -1,0 +1,414 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { newId } from "@core/kit";
+import { rowsOf, type Db } from "@core/storage";
+import type { PlatformDirectory } from "../access.js";
+import { subscriptions as subscriptionsTable, type SubscriptionRow } from "../db/schema.js";
+import type { Engine } from "../engine.js";
+import { METERS, type Tier } from "../plans.js";
+import { currentSubscription } from "../subscriptions.js";
+import { canonical, isRejection, parseEvent, pgTime, sameContent, UsageDecimal, type Rejection, type UsageEvent } from "./events.js";
+
+/**
+ * Usage ingestion (DESIGN §6.5): each event of a batch is accepted, a duplicate or rejected with
+ * its own code, exactly once per (platform, id). The accepted events, their daily rollups, the
+ * period totals, the tenants seen and the alerts they cross are written in one transaction: a crash
+ * before the commit keeps nothing, after it everything, and the client's retry of an unanswered
+ * batch gets `duplicate` for what was kept. Rows are written in sorted key order, so batches that
+ * overlap wait for each other and never deadlock.
+ */
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** How far ahead of billing time a timestamp may be (a reporter's clock running fast). */
+export const AHEAD_MS = 5 * MINUTE_MS;
+/** How old an event may be. */
+export const BEHIND_MS = 35 * DAY_MS;
+/** How long an id is remembered after its event's timestamp: past the window, so a retry is never counted twice. */
+export const REMEMBER_MS = BEHIND_MS + AHEAD_MS;
+/** The thresholds of a meter's included quantity that raise an alert. */
+export const ALERT_PERCENTS = [80, 100] as const;
+
+export type EventStatus = "accepted" | "duplicate" | "rejected";
+
+export interface EventResult {
+  index: number;
+  id: string | null;
+  status: EventStatus;
+  code?: string;
+  message?: string;
+}
+
+export interface IngestAnswer {
+  accepted: number;
+  duplicates: number;
+  rejected: number;
+  results: EventResult[];
+}
+
+/** The usage period an event is counted in, and what is known of it. */
+interface PeriodRef {
+  platformId: string;
+  start: Date;
+}
+
+interface PeriodRow {
+  platform_id: string;
+  period_start: Date | string;
+  period_end: Date | string | null;
+  tier: string;
+  status: "open" | "closed";
+}
+
+const key = (...parts: (string | number)[]) => parts.join("\u0000");
+const periodKey = (p: PeriodRef) => key(p.platformId, p.start.getTime());
+const iso = (d: Date) => d.toISOString();
+/** a JS array as one SQL parameter (unnest's input) */
+const array = (values: unknown[]) => sql.param(values);
+
+const dayOf = (d: Date) => iso(d).slice(0, 10);
+
+export interface IngestDeps {
+  engine: Engine;
+  platforms: PlatformDirectory;
+  graceSeconds: number;
+}
+
+/** Ingests one batch (1-1000 events, already bounded by the route) and answers each event's fate. */
+export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<IngestAnswer & { alerts: number }> {
+  const { engine } = deps;
+  const now = await engine.time.now();
+  const results = new Map<number, EventResult>();
+  const reject = (r: Rejection) => results.set(r.index, { index: r.index, id: r.id, status: "rejected", code: r.code, message: r.message });
+
+  // 1. each event on its own; a later report of an id already in this batch follows the first
+  const firsts = new Map<string, UsageEvent>();
+  const repeats: UsageEvent[] = [];
+  for (const [index, item] of raw.entries()) {
+    const parsed = parseEvent(item, index);
+    if (isRejection(parsed)) {
+      reject(parsed);
+      continue;
+    }
+    const k = key(parsed.platformId, parsed.id);
+    if (firsts.has(k)) repeats.push(parsed);
+    else firsts.set(k, parsed);
+  }
+
+  // 2. what cannot be counted whatever is stored: unknown meters and platforms
+  const known = new Set<string>(METERS);
+  const platformIds = [...new Set([...firsts.values()].map((e) => e.platformId))].sort();
+  const exists = new Map(await Promise.all(platformIds.map(async (id) => [id, await deps.platforms.exists(id)] as const)));
+  const candidates: UsageEvent[] = [];
+  for (const event of firsts.values()) {
+    if (!known.has(event.meter)) reject({ index: event.index, id: event.id, code: "UNKNOWN_METER", message: `No meter "${event.meter.slice(0, 64)}": the meters are ${METERS.join(", ")}` });
+    else if (!exists.get(event.platformId)) reject({ index: event.index, id: event.id, code: "UNKNOWN_PLATFORM", message: `No platform ${event.platformId}` });
+    else candidates.push(event);
+  }
+
+  // 3. the period of each event; events too old, too far ahead or of a closed period are set aside,
+  // to be answered `duplicate` if they were counted before, else rejected
+  const subscriptions = await currentSubscriptions(engine, [...new Set(candidates.map((e) => e.platformId))], now);
+  const pastPeriods = await periodLog(engine.db, candidates, subscriptions, now);
+  const graceMs = deps.graceSeconds * 1000;
+  const counted: { event: UsageEvent; period: PeriodRef; at: Date }[] = [];
+  const heldBack = new Map<UsageEvent, Rejection>();
+  for (const event of candidates) {
+    const t = event.occurredAt.getTime();
+    if (t > now.getTime() + AHEAD_MS || t < now.getTime() - BEHIND_MS) {
+      heldBack.set(event, { index: event.index, id: event.id, code: "OUT_OF_WINDOW", message: "The timestamp is more than 5 minutes ahead or more than 35 days old" });
+      continue;
+    }
+    const placed = placeEvent(event, subscriptions.get(event.platformId)!, pastPeriods.get(event.platformId) ?? [], now, graceMs);
+    if ("closed" in placed) heldBack.set(event, closedPeriod(event, placed.closed));
+    else counted.push({ event, ...placed });
+  }
+
+  const answer = await engine.db.transaction(async (tx) => {
+    // 4. the periods counted into, held FOR SHARE until the commit: a period's close waits for this
+    // batch, and a batch that comes after the close sees it closed
+    const periods = await holdPeriods(tx, counted, subscriptions);
+    const open: typeof counted = [];
+    for (const item of counted) {
+      const period = periods.get(periodKey(item.period))!;
+      const end = period.period_end === null ? null : pgTime(period.period_end);
+      if (period.status === "closed" || (end !== null && end.getTime() + graceMs <= now.getTime())) heldBack.set(item.event, closedPeriod(item.event, end ?? item.period.start));
+      else open.push(item);
+    }
+
+    // 5. the events, first write wins; what was not written is a duplicate or a reused id
+    const written = await insertEvents(tx, open, now);
+    const accepted = open.filter((item) => written.has(key(item.event.platformId, item.event.id)));
+    const stored = await storedEvents(tx, [...open.filter((item) => !written.has(key(item.event.platformId, item.event.id))).map((i) => i.event), ...heldBack.keys()]);
+    for (const item of accepted) results.set(item.event.index, { index: item.event.index, id: item.event.id, status: "accepted" });
+    for (const event of [...open.map((i) => i.event).filter((e) => !written.has(key(e.platformId, e.id))), ...heldBack.keys()]) {
+      const before = stored.get(key(event.platformId, event.id));
+      if (before && sameContent(before, event)) results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
+      else if (before) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} was counted before with other content; a new event needs a new id` });
+      else if (heldBack.has(event)) reject(heldBack.get(event)!);
+      // written by a batch that committed first, and pruned since: it was counted
+      else results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
+    }
+
+    // 6. what the accepted events add up to, written in key order
+    const alerts = accepted.length === 0 ? 0 : await addUp(tx, engine, accepted, periods, now);
+    return alerts;
+  });
+
+  // 7. a later report of an id in this batch answers as its first report did, if it is the same event
+  for (const event of repeats) {
+    const first = firsts.get(key(event.platformId, event.id))!;
+    const outcome = results.get(first.index)!;
+    if (!sameContent(first, event)) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} appears earlier in this batch with other content` });
+    else if (outcome.status === "rejected") results.set(event.index, { ...outcome, index: event.index });
+    else results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
+  }
+
+  const ordered = [...results.values()].sort((a, b) => a.index - b.index);
+  return {
+    accepted: ordered.filter((r) => r.status === "accepted").length,
+    duplicates: ordered.filter((r) => r.status === "duplicate").length,
+    rejected: ordered.filter((r) => r.status === "rejected").length,
+    results: ordered,
+    alerts: answer,
+  };
+}
+
+const closedPeriod = (event: UsageEvent, end: Date): Rejection => ({
+  index: event.index,
+  id: event.id,
+  code: "PERIOD_CLOSED",
+  message: `The billing period that ended ${iso(end)} is closed and invoiced: its usage can no longer change`,
+});
+
+/** The current subscription of each platform, made on free for a platform billing has not seen yet. */
+async function currentSubscriptions(engine: Engine, platformIds: string[], now: Date): Promise<Map<string, SubscriptionRow>> {
+  const found = new Map<string, SubscriptionRow>();
+  if (platformIds.length === 0) return found;
+  const rows = await engine.db.select().from(subscriptionsTable).where(and(eq(subscriptionsTable.current, true), inArray(subscriptionsTable.platformId, platformIds)));
+  for (const row of rows) found.set(row.platformId, row);
+  for (const platformId of platformIds) {
+    if (!found.has(platformId)) found.set(platformId, await currentSubscription(engine.db, engine.catalogue, platformId, now));
+  }
+  return found;
+}
+
+/**
+ * The periods before the current one that an event of this batch may fall in: those that ended
+ * inside the window. Only read when an event is stamped before its platform's current period.
+ */
+async function periodLog(db: Db, events: UsageEvent[], subscriptions: Map<string, SubscriptionRow>, now: Date): Promise<Map<string, PeriodRow[]>> {
+  const late = [...new Set(events.filter((e) => e.occurredAt < subscriptions.get(e.platformId)!.currentPeriodStart).map((e) => e.platformId))];
+  const log = new Map<string, PeriodRow[]>();
+  if (late.length === 0) return log;
+  const rows = rowsOf<PeriodRow>(
+    await db.execute(sql`
+      select platform_id, period_start, period_end, tier, status from billing.usage_periods
+      where platform_id = any(${array(late)}::text[]) and (period_end is null or period_end > ${iso(new Date(now.getTime() - BEHIND_MS - DAY_MS))}::timestamptz)
+      order by platform_id, period_start`),
+  );
+  for (const row of rows) log.set(row.platform_id, [...(log.get(row.platform_id) ?? []), row]);
+  return log;
+}
+
+/**
+ * The period an event is counted in (DESIGN §6.5). A platform's periods follow one another without
+ * gaps. An event stamped ahead of billing time counts as arriving now; one stamped after its
+ * platform's current period ended, before the renewal ran, counts in the next period, which starts
+ * exactly there; one stamped before the current period, in the period that held its timestamp if its
+ * grace has not ended; one stamped before the platform's first period, in the first period.
+ */
+function placeEvent(event: UsageEvent, subscription: SubscriptionRow, log: PeriodRow[], now: Date, graceMs: number): { period: PeriodRef; at: Date } | { closed: Date } {
+  const at = new Date(Math.min(event.occurredAt.getTime(), now.getTime()));
+  const platformId = event.platformId;
+  if (at >= subscription.currentPeriodStart) {
+    const start = at < subscription.currentPeriodEnd ? subscription.currentPeriodStart : subscription.currentPeriodEnd;
+    return { period: { platformId, start }, at };
+  }
+  let holder: PeriodRow | undefined;
+  for (const row of log) if (pgTime(row.period_start) <= at) holder = row;
+  holder ??= log[0];
+  if (!holder) return { period: { platformId, start: subscription.currentPeriodStart }, at: subscription.currentPeriodStart };
+  const start = pgTime(holder.period_start);
+  const end = holder.period_end === null ? subscription.currentPeriodStart : pgTime(holder.period_end);
+  if (holder.status === "closed" || end.getTime() + graceMs <= now.getTime()) return { closed: end };
+  return { period: { platformId, start }, at: at < start ? start : at };
+}
+
+/**
+ * Makes sure each period counted into has its row (the database's period log normally made it
+ * already; a period that begins where the current one ends has none until its renewal), then holds
+ * them FOR SHARE in key order and answers what they say.
+ */
+async function holdPeriods(tx: Db, counted: { period: PeriodRef }[], subscriptions: Map<string, SubscriptionRow>): Promise<Map<string, PeriodRow>> {
+  const refs = new Map<string, PeriodRef>();
+  for (const item of counted) refs.set(periodKey(item.period), item.period);
+  const held = new Map<string, PeriodRow>();
+  if (refs.size === 0) return held;
+  const sorted = [...refs.values()].sort((a, b) => (a.platformId === b.platformId ? a.start.getTime() - b.start.getTime() : a.platformId < b.platformId ? -1 : 1));
+  const platforms = sorted.map((p) => p.platformId);
+  const starts = sorted.map((p) => iso(p.start));
+  const read = async () =>
+    rowsOf<PeriodRow>(
+      await tx.execute(sql`
+        select p.platform_id, p.period_start, p.period_end, p.tier, p.status
+        from billing.usage_periods p join unnest(${array(platforms)}::text[], ${array(starts)}::timestamptz[]) as k(platform_id, period_start)
+          on p.platform_id = k.platform_id and p.period_start = k.period_start
+        order by p.platform_id, p.period_start
+        for share of p`),
+    );
+  let rows = await read();
+  if (rows.length < sorted.length) {
+    const have = new Set(rows.map((r) => key(r.platform_id, pgTime(r.period_start).getTime())));
+    const missing = sorted.filter((p) => !have.has(periodKey(p)));
+    const tiers = missing.map((p) => {
+      const s = subscriptions.get(p.platformId)!;
+      return p.start >= s.currentPeriodEnd ? (s.pendingTier ?? s.tier) : s.tier;
+    });
+    await tx.execute(sql`
+      insert into billing.usage_periods (platform_id, period_start, period_end, subscription_id, customer_id, tier)
+      select k.platform_id, k.period_start, null, k.subscription_id, k.customer_id, k.tier
+      from unnest(${array(missing.map((p) => p.platformId))}::text[], ${array(missing.map((p) => iso(p.start)))}::timestamptz[],
+                  ${array(missing.map((p) => subscriptions.get(p.platformId)!.id))}::text[], ${array(missing.map((p) => subscriptions.get(p.platformId)!.customerId))}::text[],
+                  ${array(tiers)}::text[]) as k(platform_id, period_start, subscription_id, customer_id, tier)
+      order by k.platform_id, k.period_start
+      on conflict do nothing`);
+    rows = await read();
+  }
+  for (const row of rows) held.set(key(row.platform_id, pgTime(row.period_start).getTime()), row);
+  return held;
+}
+
+/** Writes the events, the first write of each (platform, id) winning; answers the keys written. */
+async function insertEvents(tx: Db, items: { event: UsageEvent; period: PeriodRef }[], now: Date): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const e = items.map((i) => i.event);
+  const rows = rowsOf<{ platform_id: string; id: string }>(
+    await tx.execute(sql`
+      insert into billing.usage_events (platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start, received_at)
+      select u.platform_id, u.id, u.tenant_id, u.stack_id, u.meter, u.quantity, u.occurred_at, u.period_start, ${iso(now)}::timestamptz
+      from unnest(${array(e.map((x) => x.platformId))}::text[], ${array(e.map((x) => x.id))}::text[], ${array(e.map((x) => x.tenantId))}::text[],
+                  ${array(e.map((x) => x.stackId))}::text[], ${array(e.map((x) => x.meter))}::text[], ${array(e.map((x) => x.quantity))}::numeric[],
+                  ${array(e.map((x) => iso(x.occurredAt)))}::timestamptz[], ${array(items.map((i) => iso(i.period.start)))}::timestamptz[])
+        as u(platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start)
+      order by u.platform_id, u.id
+      on conflict (platform_id, id) do nothing
+      returning platform_id, id`),
+  );
+  return new Set(rows.map((r) => key(r.platform_id, r.id)));
+}
+
+/** The stored events with these (platform, id) pairs, canonical, to compare a report against. */
+async function storedEvents(tx: Db, events: UsageEvent[]): Promise<Map<string, Omit<UsageEvent, "index">>> {
+  const found = new Map<string, Omit<UsageEvent, "index">>();
+  if (events.length === 0) return found;
+  const rows = rowsOf<{ platform_id: string; id: string; tenant_id: string; stack_id: string; meter: string; quantity: string; occurred_at: Date | string }>(
+    await tx.execute(sql`
+      select e.platform_id, e.id, e.tenant_id, e.stack_id, e.meter, e.quantity::text as quantity, e.occurred_at
+      from billing.usage_events e join unnest(${array(events.map((x) => x.platformId))}::text[], ${array(events.map((x) => x.id))}::text[]) as k(platform_id, id)
+        on e.platform_id = k.platform_id and e.id = k.id`),
+  );
+  for (const r of rows) {
+    found.set(key(r.platform_id, r.id), {
+      platformId: r.platform_id,
+      id: r.id,
+      tenantId: r.tenant_id,
+      stackId: r.stack_id,
+      meter: r.meter,
+      quantity: canonical(r.quantity),
+      occurredAt: pgTime(r.occurred_at),
+    });
+  }
+  return found;
+}
+
+/** Sums in memory, exactly, keyed by the row each sum goes to. */
+class Sums<T> {
+  readonly rows = new Map<string, { row: T; quantity: InstanceType<typeof UsageDecimal> }>();
+  add(k: string, row: T, quantity: string) {
+    const found = this.rows.get(k);
+    if (found) found.quantity = found.quantity.plus(quantity);
+    else this.rows.set(k, { row, quantity: new UsageDecimal(quantity) });
+  }
+  /** in key order: the order every batch takes row locks in */
+  sorted() {
+    return [...this.rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => ({ ...v.row, quantity: v.quantity.toFixed() }));
+  }
+}
+
+/**
+ * The accepted events' sums: daily rollups, tenants seen, period totals and, from the totals before
+ * and after, the alert thresholds this batch crossed. Answers how many alerts it raised.
+ */
+async function addUp(tx: Db, engine: Engine, accepted: { event: UsageEvent; period: PeriodRef; at: Date }[], periods: Map<string, PeriodRow>, now: Date): Promise<number> {
+  const daily = new Sums<{ platformId: string; periodStart: string; tenantId: string; stackId: string; meter: string; day: string }>();
+  const totals = new Sums<{ platformId: string; periodStart: string; meter: string }>();
+  const tenants = new Map<string, { platformId: string; tenantId: string; first: Date; last: Date }>();
+  for (const { event, period, at } of accepted) {
+    const periodStart = iso(period.start);
+    const day = dayOf(at);
+    daily.add(key(event.platformId, periodStart, event.tenantId, event.stackId, event.meter, day), { platformId: event.platformId, periodStart, tenantId: event.tenantId, stackId: event.stackId, meter: event.meter, day }, event.quantity);
+    totals.add(key(event.platformId, periodStart, event.meter), { platformId: event.platformId, periodStart, meter: event.meter }, event.quantity);
+    if (event.tenantId !== "") {
+      const k = key(event.platformId, event.tenantId);
+      const seen = tenants.get(k);
+      if (!seen) tenants.set(k, { platformId: event.platformId, tenantId: event.tenantId, first: event.occurredAt, last: event.occurredAt });
+      else {
+        if (event.occurredAt < seen.first) seen.first = event.occurredAt;
+        if (event.occurredAt > seen.last) seen.last = event.occurredAt;
+      }
+    }
+  }
+
+  const d = daily.sorted();
+  await tx.execute(sql`
+    insert into billing.usage_daily (platform_id, period_start, tenant_id, stack_id, meter, day, quantity)
+    select * from unnest(${array(d.map((r) => r.platformId))}::text[], ${array(d.map((r) => r.periodStart))}::timestamptz[], ${array(d.map((r) => r.tenantId))}::text[],
+                         ${array(d.map((r) => r.stackId))}::text[], ${array(d.map((r) => r.meter))}::text[], ${array(d.map((r) => r.day))}::date[], ${array(d.map((r) => r.quantity))}::numeric[])
+    on conflict (platform_id, period_start, tenant_id, stack_id, meter, day) do update set quantity = billing.usage_daily.quantity + excluded.quantity`);
+
+  const seen = [...tenants.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
+  if (seen.length > 0) {
+    await tx.execute(sql`
+      insert into billing.usage_entities (platform_id, tenant_id, first_seen_at, last_seen_at)
+      select * from unnest(${array(seen.map((s) => s.platformId))}::text[], ${array(seen.map((s) => s.tenantId))}::text[],
+                           ${array(seen.map((s) => iso(s.first)))}::timestamptz[], ${array(seen.map((s) => iso(s.last)))}::timestamptz[])
+      on conflict (platform_id, tenant_id) do update set
+        first_seen_at = least(billing.usage_entities.first_seen_at, excluded.first_seen_at),
+        last_seen_at = greatest(billing.usage_entities.last_seen_at, excluded.last_seen_at)`);
+  }
+
+  const t = totals.sorted();
+  const after = rowsOf<{ platform_id: string; period_start: Date | string; meter: string; quantity: string }>(
+    await tx.execute(sql`
+      insert into billing.usage_totals (platform_id, period_start, meter, quantity)
+      select * from unnest(${array(t.map((r) => r.platformId))}::text[], ${array(t.map((r) => r.periodStart))}::timestamptz[], ${array(t.map((r) => r.meter))}::text[], ${array(t.map((r) => r.quantity))}::numeric[])
+      on conflict (platform_id, period_start, meter) do update set quantity = billing.usage_totals.quantity + excluded.quantity
+      returning platform_id, period_start, meter, quantity::text as quantity`),
+  );
+  const added = new Map(t.map((r) => [key(r.platformId, new Date(r.periodStart).getTime(), r.meter), r.quantity]));
+  const crossed: { platformId: string; periodStart: Date; meter: string; percent: number; quantity: string; included: string }[] = [];
+  for (const row of after) {
+    const periodStart = pgTime(row.period_start);
+    const period = periods.get(key(row.platform_id, periodStart.getTime()))!;
+    const included = engine.catalogue.plan(period.tier as Tier).included[row.meter as (typeof METERS)[number]];
+    if (!included || new UsageDecimal(included).isZero()) continue;
+    const total = new UsageDecimal(row.quantity);
+    const before = total.minus(added.get(key(row.platform_id, periodStart.getTime(), row.meter))!);
+    for (const percent of ALERT_PERCENTS) {
+      const threshold = new UsageDecimal(included).times(percent).dividedBy(100);
+      if (before.lt(threshold) && total.gte(threshold)) crossed.push({ platformId: row.platform_id, periodStart, meter: row.meter, percent, quantity: total.toFixed(), included: canonical(included) });
+    }
+  }
+  if (crossed.length === 0) return 0;
+  crossed.sort((a, b) => (key(a.platformId, a.periodStart.getTime(), a.meter, a.percent) < key(b.platformId, b.periodStart.getTime(), b.meter, b.percent) ? -1 : 1));
+  const raised = rowsOf<{ id: string }>(
+    await tx.execute(sql`
+      insert into billing.usage_alerts (id, platform_id, meter, period_start, threshold_percent, quantity, included, triggered_at)
+      select * from unnest(${array(crossed.map(() => newId("ual")))}::text[], ${array(crossed.map((c) => c.platformId))}::text[], ${array(crossed.map((c) => c.meter))}::text[],
+                           ${array(crossed.map((c) => iso(c.periodStart)))}::timestamptz[], ${array(crossed.map((c) => c.percent))}::int[], ${array(crossed.map((c) => c.quantity))}::numeric[],
+                           ${array(crossed.map((c) => c.included))}::numeric[], ${array(crossed.map(() => iso(now)))}::timestamptz[])
+      on conflict (platform_id, meter, period_start, threshold_percent) do nothing
+      returning id`),
+  );
+  return raised.length;
+}
