@@ -154,7 +154,7 @@ export async function currentAlerts(db: Db, subscription: SubscriptionRow) {
     .select()
     .from(usageAlerts)
     .where(and(eq(usageAlerts.platformId, subscription.platformId), eq(usageAlerts.periodStart, subscription.currentPeriodStart)))
-    .orderBy(asc(usageAlerts.triggeredAt), asc(usageAlerts.id));
+    .orderBy(asc(usageAlerts.triggeredAt), asc(usageAlerts.thresholdPercent), asc(usageAlerts.meter), asc(usageAlerts.id));
   return rows.map((r) => ({
     id: r.id,
     meter: r.meter,

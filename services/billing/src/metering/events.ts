@@ -25,7 +25,7 @@ const text = (max: number) =>
     .max(max)
     .refine((value) => !CONTROL.test(value) && unkeepableText(value) === null, "Must not contain control characters or lone surrogates");
 
-const PLAIN_DECIMAL = /^[0-9]{1,20}(\.[0-9]{1,40})?$/;
+const PLAIN_DECIMAL = /^[0-9]{1,40}(\.[0-9]{1,40})?$/;
 // RFC 3339: a date, a time and an offset; fractions of a second allowed
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 

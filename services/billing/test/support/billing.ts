@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
+import { listen, manualClock, silentLogger, type Mail, type RunningServer } from "@core/kit";
 import { remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
 import { applyMigrations, type DatabaseHandle, type TestDatabase } from "@core/storage";
 import { createApp as createRegistryApp } from "../../../platform-registry/src/app.js";
@@ -54,6 +54,15 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
   const registry: RunningServer = await listen(createRegistryApp({ db: handle.db, logger: silentLogger(), credentials: registryCredentials }), 0, "127.0.0.1");
   const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE_ID, secret: "billing-secret" });
   const config = testBillingConfig({ registryUrl: registry.url, ...overrides });
+  /** what billing mailed (usage alerts); `mailFails` makes the next sends throw, as a refusing SMTP server would */
+  const mails: Mail[] = [];
+  const mailer = {
+    mailFails: false,
+    async send(mail: Mail) {
+      if (mailer.mailFails) throw Object.assign(new Error(`550 refused for ${mail.to}`), { code: "EENVELOPE" });
+      mails.push(mail);
+    },
+  };
   const app: BillingApp = createApp({
     db: handle.db,
     logger: silentLogger(),
@@ -61,6 +70,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
     tokens,
     clock,
+    mailer,
   });
 
   const sessionOf = (who: Principal): Headers => {
@@ -137,6 +147,8 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     newPlatform,
     platformOf,
     upgraded,
+    mails,
+    mailer,
     close: async () => {
       await app.ctx.worker.stop();
       await registry.close();
