@@ -22,8 +22,8 @@ export function testDatabases(): TestDatabase[] {
   return list;
 }
 
-/** A new, empty database on the server of `url`, dropped again on close. */
-export async function openFreshPostgres(url: string): Promise<DatabaseHandle> {
+/** A new, empty database on the server of `url`, dropped again on close; `url` is its own address (for a child process). */
+export async function openFreshPostgres(url: string): Promise<DatabaseHandle & { url: string }> {
   const name = `core_test_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
@@ -37,6 +37,7 @@ export async function openFreshPostgres(url: string): Promise<DatabaseHandle> {
   const handle = await openDatabase({ url: target.toString(), poolSize: 5 });
   return {
     ...handle,
+    url: target.toString(),
     close: async () => {
       await handle.close();
       const dropper = new pg.Client({ connectionString: url });

@@ -141,6 +141,8 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     iam,
     clock,
     db: handle.db,
+    /** the database's address when it is a PostgreSQL server (a child process can open it too) */
+    databaseUrl: (handle as { url?: string }).url,
     registryUrl: registry.url,
     as,
     call,
