@@ -177,7 +177,7 @@ const closedPeriod = (event: UsageEvent, end: Date): Rejection => ({
   index: event.index,
   id: event.id,
   code: "PERIOD_CLOSED",
-  message: `The billing period that ended ${iso(end)} is closed and invoiced: its usage can no longer change`,
+  message: `The billing period that ended ${iso(end)} is closed: its usage is final and, beyond what the plan includes, invoiced`,
 });
 
 /** The current subscription of each platform, made on free for a platform billing has not seen yet. */
