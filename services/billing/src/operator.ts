@@ -152,8 +152,9 @@ export async function cancelSubscription(engine: Engine, subscriptionId: string,
 
 /**
  * `POST /operator/invoices/generate` (DESIGN §6.4): invoices what is pending for the customer — a
- * carried debit today, metered usage once it is recorded — finalizes it and charges the default
- * payment method. Nothing pending: 409 NOTHING_TO_INVOICE.
+ * carried debit — finalizes it and charges the default payment method. Usage is not pending here:
+ * a period's usage is invoiced by its close, once its grace has ended (DESIGN §6.5). Nothing
+ * pending: 409 NOTHING_TO_INVOICE.
  */
 export async function generateInvoice(engine: Engine, input: { customerId: string; description?: string }, requestKey: string) {
   const now = toSecond(await engine.time.now());
@@ -163,7 +164,7 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
     (await engine.db.transaction(async (tx) => {
       const customer = await lockCustomer(tx, input.customerId);
       const amounts = priceInvoice({ lines: [], taxPercent: engine.taxPercent, balanceCents: Math.min(customer.balanceCents, 0) });
-      if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance and no uninvoiced usage");
+      if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance (usage is invoiced when its period closes)");
       if (amounts.chargeCents === 0 && amounts.carriedForwardCents === amounts.amountDueCents) {
         // a debit under the minimum charge would only be carried again, on a new invoice each time
         throw conflict("NOTHING_TO_INVOICE", `Only ${amounts.amountDueCents} cents are pending, under the minimum charge: they are collected with the next invoice`);
