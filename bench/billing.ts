@@ -9,13 +9,10 @@
 //   BENCH_SECONDS=10 BENCH_CONNECTIONS=10 BENCH_PLATFORMS=300 BENCH_PGLITE=0
 //   (defaults: 8 s per run so the whole run stays near 2 minutes, 10 connections, 300 other
 //   platforms, PGlite after PostgreSQL)
-import { fork } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { createServer } from "node:http";
 import { cpus } from "node:os";
 import { resolve } from "node:path";
 import { sql } from "drizzle-orm";
-import pg from "pg";
 import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
 import { POSITIVE_TTL_MS, remoteResolvers, ServiceTokenClient } from "@core/service-auth";
 import { applyMigrations, openDatabase, rowsOf, type DatabaseHandle } from "@core/storage";
@@ -24,12 +21,12 @@ import { createApp as createBilling } from "../services/billing/src/app.js";
 import { SERVICE_ID } from "../services/billing/src/index.js";
 import { START, testBillingConfig } from "../services/billing/test/support/billing.js";
 import { createApp as createRegistry } from "../services/platform-registry/src/app.js";
+import { freshPostgres, inParallel, load as loadRun, rawServer, ratio, type Measurement } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const otherPlatforms = Number(process.env.BENCH_PLATFORMS ?? 300);
 const withPglite = process.env.BENCH_PGLITE !== "0";
-const serverUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 /** renewals of the measured platform: with its upgrade invoice, 50 invoices */
 const RENEWALS = 49;
 const PAGE = 25;
@@ -39,68 +36,7 @@ const PAGE = 25;
 const billingMigrations = resolve("services/billing/drizzle");
 const registryMigrations = resolve("services/platform-registry/drizzle");
 
-interface Measurement {
-  rate: number;
-  p50: number;
-  p99: number;
-  errors: number;
-}
-
-/** One autocannon run from a separate process (bench/load.mjs), so client and server do not share a thread. */
-function load(title: string, url: string, headers: Record<string, string> = {}): Promise<Measurement> {
-  return new Promise((resolveRun, reject) => {
-    const child = fork(resolve("bench/load.mjs"));
-    let answered = false;
-    child.once("error", reject);
-    child.once("exit", (code) => {
-      if (!answered) reject(new Error(`bench/load.mjs exited with ${code} before answering`));
-    });
-    child.once("message", (m: Measurement) => {
-      answered = true;
-      console.log(
-        `${title.padEnd(44)} ${m.rate.toFixed(0).padStart(7)} req/s   p50 ${String(m.p50).padStart(3)} ms   p99 ${String(m.p99).padStart(3)} ms${m.errors ? `   (${m.errors} errors/non-2xx)` : ""}`,
-      );
-      resolveRun(m);
-    });
-    child.send({ url, method: "GET", headers, connections, seconds });
-  });
-}
-
-/** A new, empty PostgreSQL database on the server of `serverUrl`, dropped with force on close. */
-async function freshPostgres(): Promise<DatabaseHandle> {
-  const name = `core_bench_${randomBytes(6).toString("hex")}`;
-  const admin = async (statement: string) => {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
-      await client.query(statement);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin(`create database ${name}`);
-  const target = new URL(serverUrl);
-  target.pathname = `/${name}`;
-  const handle = await openDatabase({ url: target.toString() }).catch(async (err: unknown) => {
-    await admin(`drop database if exists ${name} with (force)`);
-    throw err;
-  });
-  return {
-    ...handle,
-    close: async () => {
-      await handle.close();
-      await admin(`drop database if exists ${name} with (force)`);
-    },
-  };
-}
-
-/** Runs `task(i)` for i < count, `width` at a time. */
-async function inParallel(count: number, width: number, task: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: Math.min(width, count) }, async () => {
-    while (next < count) await task(next++);
-  }));
-}
+const load = (title: string, url: string, headers: Record<string, string> = {}): Promise<Measurement> => loadRun(title, { url, headers, connections, seconds });
 
 /**
  * Billing as test support's startBilling builds it (real app, real remote resolvers against the fake
@@ -195,12 +131,6 @@ async function expectAnswer(url: string, headers: Record<string, string>, check:
   if (res.status !== 200 || !check(body)) throw new Error(`${url} should answer ${what}, answered ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
 }
 
-/** two decimals, or two significant digits below 0.1, so a slow route does not print as 0.00 */
-function ratio(route: Measurement, raw: Measurement): string {
-  const r = route.rate / raw.rate;
-  return `${r >= 0.1 ? r.toFixed(2) : r.toPrecision(2)} × raw`;
-}
-
 /** Seeds billing on `database`, then times the raw baseline and the two routes one after the other. */
 async function benchmark(database: DatabaseHandle, label: string) {
   const b = await seededBilling(database);
@@ -228,16 +158,8 @@ async function benchmark(database: DatabaseHandle, label: string) {
   }
 }
 
-// a raw node:http server: read the request, answer a small JSON document
-const rawServer = createServer((req, res) => {
-  req.resume();
-  req.on("end", () => {
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end('{"tier":"starter"}');
-  });
-});
-await new Promise<void>((r) => rawServer.listen(0, "127.0.0.1", () => r()));
-const rawUrl = `http://127.0.0.1:${(rawServer.address() as { port: number }).port}`;
+const raw = await rawServer();
+const rawUrl = raw.url;
 
 const cpuList = cpus();
 console.log(`billing benchmark: ${seconds} s per run, ${connections} connections, node ${process.version}, ${cpuList.length} cpus (${cpuList[0]?.model.trim() ?? "unknown"})`);
@@ -259,5 +181,5 @@ if (withPglite) {
   }
 }
 
-rawServer.close();
+raw.close();
 process.exit(0);

@@ -365,6 +365,26 @@ describe.each(testDatabases())("usage metering on $name", (database) => {
       expect(freeRecount.meters[0].events).toBe("15");
     });
 
+    it("recounts from one snapshot: consistent while batches commit around it", async () => {
+      const platformId = await b.newPlatform();
+      const batches = Array.from({ length: 12 }, () => Array.from({ length: 100 }, () => event(platformId, { quantity: "0.5" })));
+      let sending = true;
+      const sent = (async () => {
+        for (const batch of batches) expect((await send(batch)).status).toBe(200);
+        sending = false;
+      })();
+      const recounts: boolean[] = [];
+      while (sending) {
+        recounts.push((await reconcile(platformId)).consistent);
+        // in process on PGlite nothing here waits on the network: let the event loop serve other I/O
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      await sent;
+      expect(recounts.length).toBeGreaterThan(0);
+      expect(recounts.every(Boolean)).toBe(true);
+      expect(await quantityOf(platformId)).toBe("600");
+    });
+
     it("answers 404 for a period that does not exist and a platform that does not, and 403 to a tenant", async () => {
       const platformId = await b.newPlatform();
       expect((await b.call("GET", `/operator/usage/reconcile?platformId=${platformId}&periodStart=12345`, { headers: op })).status).toBe(404);

@@ -11,8 +11,8 @@ import { unkeepableText } from "@core/kit";
 
 /** At most this many decimal places in a quantity (DESIGN §6.5; Stripe's `unit_amount_decimal` has 12). */
 export const QUANTITY_SCALE = 12;
-/** A quantity is below 10^20: sums of a period stay far inside the columns' 26 integer digits. */
-const QUANTITY_LIMIT = new Decimal("1e20");
+/** A quantity is below 10^20 (at most 20 integer digits): sums of a period stay far inside the columns' 26. */
+const QUANTITY_DIGITS = 20;
 
 const Exact = Decimal.clone({ precision: 80, toExpNeg: -100, toExpPos: 100 });
 
@@ -63,21 +63,38 @@ export interface Rejection {
   message: string;
 }
 
+const DIGITS = /^([0-9]+)(?:\.([0-9]+))?$/;
+
+/**
+ * Plain decimal text in its canonical form: no leading zeros, no trailing fractional zeros, no
+ * exponent ("007.50" → "7.5"). Text work, not arithmetic: ingestion does this for every event.
+ */
+function canonicalDigits(whole: string, fraction: string | undefined): string {
+  const w = whole.replace(/^0+(?=\d)/, "");
+  const f = (fraction ?? "").replace(/0+$/, "");
+  return f === "" ? w : `${w}.${f}`;
+}
+
 /** A quantity as canonical decimal text, or why it cannot be one. */
 export function parseQuantity(value: number | string): { ok: true; quantity: string } | { ok: false; reason: string } {
-  let exact: Decimal;
+  let text: string;
   if (typeof value === "number") {
     if (!Number.isFinite(value)) return { ok: false, reason: "quantity must be a finite number" };
-    // the shortest decimal text of the number is what the client wrote (0.1 stays 0.1)
-    exact = new Exact(String(value));
+    if (value < 0) return { ok: false, reason: "quantity must not be negative" };
+    // the shortest decimal text of the number is what the client wrote (0.1 stays 0.1); an exponent
+    // form (1e-7, 1e+21) is spelled out exactly
+    text = String(value);
+    if (text.includes("e")) text = new Exact(text).toFixed();
   } else {
     if (!PLAIN_DECIMAL.test(value)) return { ok: false, reason: 'quantity must be a plain decimal, such as "12" or "0.25"' };
-    exact = new Exact(value);
+    text = value;
   }
-  if (exact.isNegative() && !exact.isZero()) return { ok: false, reason: "quantity must not be negative" };
-  if (exact.decimalPlaces() > QUANTITY_SCALE) return { ok: false, reason: `quantity has at most ${QUANTITY_SCALE} decimal places` };
-  if (exact.gte(QUANTITY_LIMIT)) return { ok: false, reason: "quantity must be below 10^20" };
-  return { ok: true, quantity: exact.abs().toFixed() };
+  const [, whole, fraction] = DIGITS.exec(text)!;
+  const quantity = canonicalDigits(whole!, fraction);
+  const dot = quantity.indexOf(".");
+  if (dot !== -1 && quantity.length - dot - 1 > QUANTITY_SCALE) return { ok: false, reason: `quantity has at most ${QUANTITY_SCALE} decimal places` };
+  if ((dot === -1 ? quantity.length : dot) > QUANTITY_DIGITS) return { ok: false, reason: "quantity must be below 10^20" };
+  return { ok: true, quantity };
 }
 
 /** A timestamp (Unix seconds, or ISO 8601 with an offset) as a Date to the millisecond. */
@@ -138,7 +155,8 @@ export function sameContent(a: Omit<UsageEvent, "index">, b: Omit<UsageEvent, "i
     a.stackId === b.stackId &&
     a.meter === b.meter &&
     a.occurredAt.getTime() === b.occurredAt.getTime() &&
-    new Exact(a.quantity).eq(b.quantity)
+    // both canonical: equal values are equal text
+    a.quantity === b.quantity
   );
 }
 
@@ -152,7 +170,13 @@ export function pgTime(value: Date | string): Date {
   return new Date(iso);
 }
 
-/** A canonical decimal from the database's numeric text ("1.500000000000" → "1.5"). */
-export const canonical = (numeric: string) => new Exact(numeric).toFixed();
+/** A canonical decimal from the database's numeric text ("1.500000000000" → "1.5", "-2.50" → "-2.5"). */
+export function canonical(numeric: string): string {
+  const negative = numeric.startsWith("-");
+  const match = DIGITS.exec(negative ? numeric.slice(1) : numeric);
+  if (!match) return new Exact(numeric).toFixed();
+  const text = canonicalDigits(match[1]!, match[2]);
+  return negative && text !== "0" ? `-${text}` : text;
+}
 
 export { Exact as UsageDecimal };

@@ -51,6 +51,13 @@ interface PeriodRef {
   start: Date;
 }
 
+/** A period of the log, as attribution reads it. */
+interface LoggedPeriod {
+  start: Date;
+  end: Date | null;
+  status: "open" | "closed";
+}
+
 interface PeriodRow {
   platform_id: string;
   period_start: Date | string;
@@ -65,7 +72,6 @@ const iso = (d: Date) => d.toISOString();
 /** a JS array as one SQL parameter (unnest's input) */
 const array = (values: unknown[]) => sql.param(values);
 
-const dayOf = (d: Date) => iso(d).slice(0, 10);
 
 export interface IngestDeps {
   engine: Engine;
@@ -110,7 +116,7 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
   const subscriptions = await currentSubscriptions(engine, [...new Set(candidates.map((e) => e.platformId))], now);
   const pastPeriods = await periodLog(engine.db, candidates, subscriptions, now);
   const graceMs = deps.graceSeconds * 1000;
-  const counted: { event: UsageEvent; period: PeriodRef; at: Date }[] = [];
+  const counted: { event: UsageEvent; period: PeriodRef }[] = [];
   const heldBack = new Map<UsageEvent, Rejection>();
   for (const event of candidates) {
     const t = event.occurredAt.getTime();
@@ -135,12 +141,14 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
       else open.push(item);
     }
 
-    // 5. the events, first write wins; what was not written is a duplicate or a reused id
-    const written = await insertEvents(tx, open, now);
-    const accepted = open.filter((item) => written.has(key(item.event.platformId, item.event.id)));
-    const stored = await storedEvents(tx, [...open.filter((item) => !written.has(key(item.event.platformId, item.event.id))).map((i) => i.event), ...heldBack.keys()]);
-    for (const item of accepted) results.set(item.event.index, { index: item.event.index, id: item.event.id, status: "accepted" });
-    for (const event of [...open.map((i) => i.event).filter((e) => !written.has(key(e.platformId, e.id))), ...heldBack.keys()]) {
+    // 5. the events, first write wins, and what the written ones add up to, in one statement; what
+    // was not written is a duplicate or a reused id
+    const { written, totals } = await countEvents(tx, open, now);
+    const notWritten = open.filter((item) => !written.has(key(item.event.platformId, item.event.id))).map((item) => item.event);
+    const stored = await storedEvents(tx, [...notWritten, ...heldBack.keys()]);
+    const unwritten = new Set(notWritten);
+    for (const item of open) if (!unwritten.has(item.event)) results.set(item.event.index, { index: item.event.index, id: item.event.id, status: "accepted" });
+    for (const event of [...notWritten, ...heldBack.keys()]) {
       const before = stored.get(key(event.platformId, event.id));
       if (before && sameContent(before, event)) results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
       else if (before) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} was counted before with other content; a new event needs a new id` });
@@ -149,9 +157,8 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
       else results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
     }
 
-    // 6. what the accepted events add up to, written in key order
-    const alerts = accepted.length === 0 ? 0 : await addUp(tx, engine, accepted, periods, now);
-    return alerts;
+    // 6. the thresholds the new totals crossed
+    return raiseAlerts(tx, engine, totals, periods, now);
   });
 
   // 7. a later report of an id in this batch answers as its first report did, if it is the same event
@@ -196,9 +203,9 @@ async function currentSubscriptions(engine: Engine, platformIds: string[], now: 
  * The periods before the current one that an event of this batch may fall in: those that ended
  * inside the window. Only read when an event is stamped before its platform's current period.
  */
-async function periodLog(db: Db, events: UsageEvent[], subscriptions: Map<string, SubscriptionRow>, now: Date): Promise<Map<string, PeriodRow[]>> {
+async function periodLog(db: Db, events: UsageEvent[], subscriptions: Map<string, SubscriptionRow>, now: Date): Promise<Map<string, LoggedPeriod[]>> {
   const late = [...new Set(events.filter((e) => e.occurredAt < subscriptions.get(e.platformId)!.currentPeriodStart).map((e) => e.platformId))];
-  const log = new Map<string, PeriodRow[]>();
+  const log = new Map<string, LoggedPeriod[]>();
   if (late.length === 0) return log;
   const rows = rowsOf<PeriodRow>(
     await db.execute(sql`
@@ -206,7 +213,10 @@ async function periodLog(db: Db, events: UsageEvent[], subscriptions: Map<string
       where platform_id = any(${array(late)}::text[]) and (period_end is null or period_end > ${iso(new Date(now.getTime() - BEHIND_MS - DAY_MS))}::timestamptz)
       order by platform_id, period_start`),
   );
-  for (const row of rows) log.set(row.platform_id, [...(log.get(row.platform_id) ?? []), row]);
+  for (const row of rows) {
+    const period = { start: pgTime(row.period_start), end: row.period_end === null ? null : pgTime(row.period_end), status: row.status };
+    log.set(row.platform_id, [...(log.get(row.platform_id) ?? []), period]);
+  }
   return log;
 }
 
@@ -217,21 +227,20 @@ async function periodLog(db: Db, events: UsageEvent[], subscriptions: Map<string
  * exactly there; one stamped before the current period, in the period that held its timestamp if its
  * grace has not ended; one stamped before the platform's first period, in the first period.
  */
-function placeEvent(event: UsageEvent, subscription: SubscriptionRow, log: PeriodRow[], now: Date, graceMs: number): { period: PeriodRef; at: Date } | { closed: Date } {
-  const at = new Date(Math.min(event.occurredAt.getTime(), now.getTime()));
+function placeEvent(event: UsageEvent, subscription: SubscriptionRow, log: LoggedPeriod[], now: Date, graceMs: number): { period: PeriodRef } | { closed: Date } {
+  const at = Math.min(event.occurredAt.getTime(), now.getTime());
   const platformId = event.platformId;
-  if (at >= subscription.currentPeriodStart) {
-    const start = at < subscription.currentPeriodEnd ? subscription.currentPeriodStart : subscription.currentPeriodEnd;
-    return { period: { platformId, start }, at };
+  if (at >= subscription.currentPeriodStart.getTime()) {
+    const start = at < subscription.currentPeriodEnd.getTime() ? subscription.currentPeriodStart : subscription.currentPeriodEnd;
+    return { period: { platformId, start } };
   }
-  let holder: PeriodRow | undefined;
-  for (const row of log) if (pgTime(row.period_start) <= at) holder = row;
+  let holder: LoggedPeriod | undefined;
+  for (const period of log) if (period.start.getTime() <= at) holder = period;
   holder ??= log[0];
-  if (!holder) return { period: { platformId, start: subscription.currentPeriodStart }, at: subscription.currentPeriodStart };
-  const start = pgTime(holder.period_start);
-  const end = holder.period_end === null ? subscription.currentPeriodStart : pgTime(holder.period_end);
+  if (!holder) return { period: { platformId, start: subscription.currentPeriodStart } };
+  const end = holder.end ?? subscription.currentPeriodStart;
   if (holder.status === "closed" || end.getTime() + graceMs <= now.getTime()) return { closed: end };
-  return { period: { platformId, start }, at: at < start ? start : at };
+  return { period: { platformId, start: holder.start } };
 }
 
 /**
@@ -278,23 +287,78 @@ async function holdPeriods(tx: Db, counted: { period: PeriodRef }[], subscriptio
   return held;
 }
 
-/** Writes the events, the first write of each (platform, id) winning; answers the keys written. */
-async function insertEvents(tx: Db, items: { event: UsageEvent; period: PeriodRef }[], now: Date): Promise<Set<string>> {
-  if (items.length === 0) return new Set();
+/** A period's new total of one meter, and what this batch added to it. */
+interface TotalRow {
+  platform_id: string;
+  period_start: Date | string;
+  meter: string;
+  quantity: string;
+  added: string;
+}
+
+const ms = (d: Date) => d.getTime();
+// epoch milliseconds to timestamptz, exactly (interval arithmetic is in whole microseconds)
+const fromMs = (column: string) => sql.raw(`(timestamptz 'epoch' + ${column} * interval '1 millisecond')`);
+
+/**
+ * Writes the events — the first write of each (platform, id) wins — and, from exactly the rows that
+ * were written (`RETURNING`), the daily rollups, the tenants seen and the period totals, one
+ * statement and one round trip for the batch. PostgreSQL sums the decimals; every insert takes its
+ * rows in key order. Answers the keys written and each touched total with what this batch added.
+ */
+async function countEvents(tx: Db, items: { event: UsageEvent; period: PeriodRef }[], now: Date): Promise<{ written: Set<string>; totals: TotalRow[] }> {
+  if (items.length === 0) return { written: new Set(), totals: [] };
   const e = items.map((i) => i.event);
-  const rows = rowsOf<{ platform_id: string; id: string }>(
+  const rows = rowsOf<{ kind: "event" | "total"; platform_id: string; id: string | null; period_start: Date | string | null; meter: string | null; quantity: string | null; added: string | null }>(
     await tx.execute(sql`
-      insert into billing.usage_events (platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start, received_at)
-      select u.platform_id, u.id, u.tenant_id, u.stack_id, u.meter, u.quantity, u.occurred_at, u.period_start, ${iso(now)}::timestamptz
-      from unnest(${array(e.map((x) => x.platformId))}::text[], ${array(e.map((x) => x.id))}::text[], ${array(e.map((x) => x.tenantId))}::text[],
-                  ${array(e.map((x) => x.stackId))}::text[], ${array(e.map((x) => x.meter))}::text[], ${array(e.map((x) => x.quantity))}::numeric[],
-                  ${array(e.map((x) => iso(x.occurredAt)))}::timestamptz[], ${array(items.map((i) => iso(i.period.start)))}::timestamptz[])
-        as u(platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start)
-      order by u.platform_id, u.id
-      on conflict (platform_id, id) do nothing
-      returning platform_id, id`),
+      with input as (
+        select u.platform_id, u.id, u.tenant_id, u.stack_id, u.meter, u.quantity, ${fromMs("u.occurred_ms")} as occurred_at, ${fromMs("u.period_ms")} as period_start
+        from unnest(${array(e.map((x) => x.platformId))}::text[], ${array(e.map((x) => x.id))}::text[], ${array(e.map((x) => x.tenantId))}::text[],
+                    ${array(e.map((x) => x.stackId))}::text[], ${array(e.map((x) => x.meter))}::text[], ${array(e.map((x) => x.quantity))}::numeric[],
+                    ${array(e.map((x) => ms(x.occurredAt)))}::bigint[], ${array(items.map((i) => ms(i.period.start)))}::bigint[])
+          as u(platform_id, id, tenant_id, stack_id, meter, quantity, occurred_ms, period_ms)
+      ), written as (
+        insert into billing.usage_events (platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start, received_at)
+        select platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start, ${fromMs(String(ms(now)))} from input
+        order by platform_id, id
+        on conflict (platform_id, id) do nothing
+        returning platform_id, id, tenant_id, stack_id, meter, quantity, occurred_at, period_start,
+          -- the day it counts on: its time, no later than now and no earlier than its period's start
+          (greatest(least(occurred_at, ${fromMs(String(ms(now)))}), period_start) at time zone 'UTC')::date as day
+      ), daily as (
+        insert into billing.usage_daily (platform_id, period_start, tenant_id, stack_id, meter, day, quantity)
+        select platform_id, period_start, tenant_id, stack_id, meter, day, sum(quantity) from written
+        group by 1, 2, 3, 4, 5, 6 order by 1, 2, 3, 4, 5, 6
+        on conflict (platform_id, period_start, tenant_id, stack_id, meter, day) do update set quantity = billing.usage_daily.quantity + excluded.quantity
+      ), tenants as (
+        insert into billing.usage_entities (platform_id, tenant_id, first_seen_at, last_seen_at)
+        select platform_id, tenant_id, min(occurred_at), max(occurred_at) from written where tenant_id <> ''
+        group by 1, 2 order by 1, 2
+        on conflict (platform_id, tenant_id) do update set
+          first_seen_at = least(billing.usage_entities.first_seen_at, excluded.first_seen_at),
+          last_seen_at = greatest(billing.usage_entities.last_seen_at, excluded.last_seen_at)
+        -- an unchanged tenant is not rewritten: no new row version on every batch
+        where excluded.first_seen_at < billing.usage_entities.first_seen_at or excluded.last_seen_at > billing.usage_entities.last_seen_at
+      ), added as (
+        select platform_id, period_start, meter, sum(quantity) as quantity from written group by 1, 2, 3
+      ), totals as (
+        insert into billing.usage_totals (platform_id, period_start, meter, quantity)
+        select platform_id, period_start, meter, quantity from added order by 1, 2, 3
+        on conflict (platform_id, period_start, meter) do update set quantity = billing.usage_totals.quantity + excluded.quantity
+        returning platform_id, period_start, meter, quantity
+      )
+      select 'event' as kind, platform_id, id, null::timestamptz as period_start, null as meter, null as quantity, null as added from written
+      union all
+      select 'total', t.platform_id, null, t.period_start, t.meter, t.quantity::text, a.quantity::text
+      from totals t join added a using (platform_id, period_start, meter)`),
   );
-  return new Set(rows.map((r) => key(r.platform_id, r.id)));
+  const written = new Set<string>();
+  const totals: TotalRow[] = [];
+  for (const row of rows) {
+    if (row.kind === "event") written.add(key(row.platform_id, row.id!));
+    else totals.push({ platform_id: row.platform_id, period_start: row.period_start!, meter: row.meter!, quantity: row.quantity!, added: row.added! });
+  }
+  return { written, totals };
 }
 
 /** The stored events with these (platform, id) pairs, canonical, to compare a report against. */
@@ -321,79 +385,21 @@ async function storedEvents(tx: Db, events: UsageEvent[]): Promise<Map<string, O
   return found;
 }
 
-/** Sums in memory, exactly, keyed by the row each sum goes to. */
-class Sums<T> {
-  readonly rows = new Map<string, { row: T; quantity: InstanceType<typeof UsageDecimal> }>();
-  add(k: string, row: T, quantity: string) {
-    const found = this.rows.get(k);
-    if (found) found.quantity = found.quantity.plus(quantity);
-    else this.rows.set(k, { row, quantity: new UsageDecimal(quantity) });
-  }
-  /** in key order: the order every batch takes row locks in */
-  sorted() {
-    return [...this.rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => ({ ...v.row, quantity: v.quantity.toFixed() }));
-  }
-}
-
 /**
- * The accepted events' sums: daily rollups, tenants seen, period totals and, from the totals before
- * and after, the alert thresholds this batch crossed. Answers how many alerts it raised.
+ * The alerts a batch raises (DESIGN §6.5): a threshold (80 %, 100 % of what the period's plan
+ * includes) is crossed by the batch whose totals went from below it to at or above it. The totals
+ * come from the batch's own upsert, which waited for any batch before it on the same row, so
+ * concurrent batches see each other's sums and exactly one crosses. Answers how many were raised.
  */
-async function addUp(tx: Db, engine: Engine, accepted: { event: UsageEvent; period: PeriodRef; at: Date }[], periods: Map<string, PeriodRow>, now: Date): Promise<number> {
-  const daily = new Sums<{ platformId: string; periodStart: string; tenantId: string; stackId: string; meter: string; day: string }>();
-  const totals = new Sums<{ platformId: string; periodStart: string; meter: string }>();
-  const tenants = new Map<string, { platformId: string; tenantId: string; first: Date; last: Date }>();
-  for (const { event, period, at } of accepted) {
-    const periodStart = iso(period.start);
-    const day = dayOf(at);
-    daily.add(key(event.platformId, periodStart, event.tenantId, event.stackId, event.meter, day), { platformId: event.platformId, periodStart, tenantId: event.tenantId, stackId: event.stackId, meter: event.meter, day }, event.quantity);
-    totals.add(key(event.platformId, periodStart, event.meter), { platformId: event.platformId, periodStart, meter: event.meter }, event.quantity);
-    if (event.tenantId !== "") {
-      const k = key(event.platformId, event.tenantId);
-      const seen = tenants.get(k);
-      if (!seen) tenants.set(k, { platformId: event.platformId, tenantId: event.tenantId, first: event.occurredAt, last: event.occurredAt });
-      else {
-        if (event.occurredAt < seen.first) seen.first = event.occurredAt;
-        if (event.occurredAt > seen.last) seen.last = event.occurredAt;
-      }
-    }
-  }
-
-  const d = daily.sorted();
-  await tx.execute(sql`
-    insert into billing.usage_daily (platform_id, period_start, tenant_id, stack_id, meter, day, quantity)
-    select * from unnest(${array(d.map((r) => r.platformId))}::text[], ${array(d.map((r) => r.periodStart))}::timestamptz[], ${array(d.map((r) => r.tenantId))}::text[],
-                         ${array(d.map((r) => r.stackId))}::text[], ${array(d.map((r) => r.meter))}::text[], ${array(d.map((r) => r.day))}::date[], ${array(d.map((r) => r.quantity))}::numeric[])
-    on conflict (platform_id, period_start, tenant_id, stack_id, meter, day) do update set quantity = billing.usage_daily.quantity + excluded.quantity`);
-
-  const seen = [...tenants.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
-  if (seen.length > 0) {
-    await tx.execute(sql`
-      insert into billing.usage_entities (platform_id, tenant_id, first_seen_at, last_seen_at)
-      select * from unnest(${array(seen.map((s) => s.platformId))}::text[], ${array(seen.map((s) => s.tenantId))}::text[],
-                           ${array(seen.map((s) => iso(s.first)))}::timestamptz[], ${array(seen.map((s) => iso(s.last)))}::timestamptz[])
-      on conflict (platform_id, tenant_id) do update set
-        first_seen_at = least(billing.usage_entities.first_seen_at, excluded.first_seen_at),
-        last_seen_at = greatest(billing.usage_entities.last_seen_at, excluded.last_seen_at)`);
-  }
-
-  const t = totals.sorted();
-  const after = rowsOf<{ platform_id: string; period_start: Date | string; meter: string; quantity: string }>(
-    await tx.execute(sql`
-      insert into billing.usage_totals (platform_id, period_start, meter, quantity)
-      select * from unnest(${array(t.map((r) => r.platformId))}::text[], ${array(t.map((r) => r.periodStart))}::timestamptz[], ${array(t.map((r) => r.meter))}::text[], ${array(t.map((r) => r.quantity))}::numeric[])
-      on conflict (platform_id, period_start, meter) do update set quantity = billing.usage_totals.quantity + excluded.quantity
-      returning platform_id, period_start, meter, quantity::text as quantity`),
-  );
-  const added = new Map(t.map((r) => [key(r.platformId, new Date(r.periodStart).getTime(), r.meter), r.quantity]));
+async function raiseAlerts(tx: Db, engine: Engine, totals: TotalRow[], periods: Map<string, PeriodRow>, now: Date): Promise<number> {
   const crossed: { platformId: string; periodStart: Date; meter: string; percent: number; quantity: string; included: string }[] = [];
-  for (const row of after) {
+  for (const row of totals) {
     const periodStart = pgTime(row.period_start);
     const period = periods.get(key(row.platform_id, periodStart.getTime()))!;
     const included = engine.catalogue.plan(period.tier as Tier).included[row.meter as (typeof METERS)[number]];
     if (!included || new UsageDecimal(included).isZero()) continue;
     const total = new UsageDecimal(row.quantity);
-    const before = total.minus(added.get(key(row.platform_id, periodStart.getTime(), row.meter))!);
+    const before = total.minus(row.added);
     for (const percent of ALERT_PERCENTS) {
       const threshold = new UsageDecimal(included).times(percent).dividedBy(100);
       if (before.lt(threshold) && total.gte(threshold)) crossed.push({ platformId: row.platform_id, periodStart, meter: row.meter, percent, quantity: total.toFixed(), included: canonical(included) });

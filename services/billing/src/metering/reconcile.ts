@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { notFound, unixSeconds } from "@core/kit";
-import { rowsOf } from "@core/storage";
+import { rowsOf, type Db } from "@core/storage";
 import type { Engine } from "../engine.js";
 import { METERS, type Tier } from "../plans.js";
 import { currentSubscription, toSecond } from "../subscriptions.js";
@@ -28,9 +28,14 @@ const same = (a: string, b: string) => new UsageDecimal(a).eq(b);
 export async function reconcileUsage(engine: Engine, platformId: string, periodStartSeconds: number | undefined) {
   const now = toSecond(await engine.time.now());
   const start = periodStartSeconds === undefined ? (await currentSubscription(engine.db, engine.catalogue, platformId, now)).currentPeriodStart : new Date(periodStartSeconds * 1000);
+  // one snapshot for every count: a batch committing between two of them must not look like a loss
+  return engine.db.transaction((tx) => recount(engine, tx, platformId, start), { isolationLevel: "repeatable read", accessMode: "read only" });
+}
+
+async function recount(engine: Engine, db: Db, platformId: string, start: Date) {
   const at = start.toISOString();
   const [period] = rowsOf<{ period_end: Date | string | null; status: "open" | "closed"; tier: string; invoice_id: string | null; closed_totals: Record<string, string> | string | null }>(
-    await engine.db.execute(sql`
+    await db.execute(sql`
       select period_end, status, tier, invoice_id, closed_totals from billing.usage_periods
       where platform_id = ${platformId} and period_start = ${at}::timestamptz`),
   );
@@ -38,7 +43,7 @@ export async function reconcileUsage(engine: Engine, platformId: string, periodS
 
   const sums = async (query: ReturnType<typeof sql>) => {
     const found = new Map<string, string>();
-    for (const row of rowsOf<{ meter: string; quantity: string }>(await engine.db.execute(query))) {
+    for (const row of rowsOf<{ meter: string; quantity: string }>(await db.execute(query))) {
       found.set(row.meter, new UsageDecimal(found.get(row.meter) ?? "0").plus(row.quantity).toFixed());
     }
     return found;
@@ -69,7 +74,7 @@ export async function reconcileUsage(engine: Engine, platformId: string, periodS
   if (closed && period.invoice_id && period.period_end !== null) {
     const expected = overageLines(plan, closedTotals ?? {}, start, pgTime(period.period_end));
     const lines = rowsOf<{ meter: string | null; quantity: string | null; amount_cents: string | number }>(
-      await engine.db.execute(sql`select meter, quantity::text as quantity, amount_cents from billing.invoice_lines where invoice_id = ${period.invoice_id} and kind = 'usage' order by position`),
+      await db.execute(sql`select meter, quantity::text as quantity, amount_cents from billing.invoice_lines where invoice_id = ${period.invoice_id} and kind = 'usage' order by position`),
     );
     const matches =
       lines.length === expected.length &&
