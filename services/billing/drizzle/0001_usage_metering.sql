@@ -1,3 +1,12 @@
+CREATE TABLE "billing"."usage_days" (
+	"platform_id" text NOT NULL,
+	"day" date NOT NULL,
+	"meter" text NOT NULL,
+	"period_start" timestamp with time zone NOT NULL,
+	"quantity" numeric(38, 12) NOT NULL,
+	CONSTRAINT "usage_days_platform_id_day_meter_period_start_pk" PRIMARY KEY("platform_id","day","meter","period_start")
+);
+--> statement-breakpoint
 CREATE TABLE "billing"."usage_events" (
 	"platform_id" text NOT NULL,
 	"id" text NOT NULL,

@@ -34,3 +34,11 @@ CREATE TRIGGER "subscriptions_usage_period_update" AFTER UPDATE ON "billing"."su
 INSERT INTO "billing"."usage_periods" ("platform_id", "period_start", "period_end", "subscription_id", "customer_id", "tier")
 SELECT "platform_id", "current_period_start", "current_period_end", "id", "customer_id", "tier" FROM "billing"."subscriptions" WHERE "current"
 ON CONFLICT DO NOTHING;
+--> statement-breakpoint
+-- rollups are updated in place by every batch: room on each page keeps those updates HOT (no new
+-- index entries), so a busy platform's rows do not bloat their indexes
+ALTER TABLE "billing"."usage_daily" SET (fillfactor = 70);
+--> statement-breakpoint
+ALTER TABLE "billing"."usage_days" SET (fillfactor = 70);
+--> statement-breakpoint
+ALTER TABLE "billing"."usage_totals" SET (fillfactor = 70);

@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, sql, type SQL } from "drizzle-orm";
 import { unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { usageAlerts, usageDaily, usageEntities, usageTotals, type SubscriptionRow } from "./db/schema.js";
+import { usageAlerts, usageDaily, usageDays, usageEntities, usageTotals, type SubscriptionRow } from "./db/schema.js";
 import { pgTime } from "./metering/events.js";
 import { decimalString, lineAmountCents, overageOf } from "./money.js";
 import { METERS, type Catalogue, type Plan, type Tier } from "./plans.js";
@@ -56,7 +56,11 @@ export async function currentUsage(db: Db, catalogue: Catalogue, subscription: S
   };
 }
 
-/** `usage/daily` (DESIGN §6.5): every UTC day of `from..to` (both included) × every meter of the plan, zeros included. */
+/**
+ * `usage/daily` (DESIGN §6.5): every UTC day of `from..to` (both included) × every meter of the plan,
+ * zeros included. The platform's own days come from `usage_days` (a row per day, meter and period);
+ * one tenant's or one stack's from the detailed rows.
+ */
 export async function dailyUsage(
   db: Db,
   platformId: string,
@@ -65,19 +69,32 @@ export async function dailyUsage(
   to: string,
   filter: { tenantId?: string; stackId?: string; periodStart?: Date } = {},
 ) {
-  const rows = await db
-    .select({ day: usageDaily.day, meter: usageDaily.meter, quantity: sumOf })
-    .from(usageDaily)
-    .where(
-      and(
-        eq(usageDaily.platformId, platformId),
-        sql`${usageDaily.day} between ${from} and ${to}`,
-        ofTenant(filter.tenantId),
-        filter.stackId === undefined ? undefined : eq(usageDaily.stackId, filter.stackId),
-        filter.periodStart === undefined ? undefined : eq(usageDaily.periodStart, filter.periodStart),
-      ),
-    )
-    .groupBy(usageDaily.day, usageDaily.meter);
+  const detailed = filter.tenantId !== undefined || filter.stackId !== undefined;
+  const rows = detailed
+    ? await db
+        .select({ day: usageDaily.day, meter: usageDaily.meter, quantity: sumOf })
+        .from(usageDaily)
+        .where(
+          and(
+            eq(usageDaily.platformId, platformId),
+            sql`${usageDaily.day} between ${from} and ${to}`,
+            ofTenant(filter.tenantId),
+            filter.stackId === undefined ? undefined : eq(usageDaily.stackId, filter.stackId),
+            filter.periodStart === undefined ? undefined : eq(usageDaily.periodStart, filter.periodStart),
+          ),
+        )
+        .groupBy(usageDaily.day, usageDaily.meter)
+    : await db
+        .select({ day: usageDays.day, meter: usageDays.meter, quantity: sql<string>`coalesce(sum(${usageDays.quantity}), 0)::text` })
+        .from(usageDays)
+        .where(
+          and(
+            eq(usageDays.platformId, platformId),
+            sql`${usageDays.day} between ${from} and ${to}`,
+            filter.periodStart === undefined ? undefined : eq(usageDays.periodStart, filter.periodStart),
+          ),
+        )
+        .groupBy(usageDays.day, usageDays.meter);
   const found = new Map(rows.map((r) => [`${r.day}|${r.meter}`, r.quantity]));
   const data: { date: string; meter: string; quantity: string }[] = [];
   for (let t = Date.parse(`${from}T00:00:00Z`); t <= Date.parse(`${to}T00:00:00Z`); t += DAY_MS) {

@@ -101,6 +101,14 @@ describe.each(testDatabases())("usage metering on $name", (database) => {
       expect(await quantityOf(platformId)).toBe("5");
     });
 
+    it("lets a later report of an id count when the first one in the batch was refused: refused is not counted", async () => {
+      const platformId = await b.newPlatform();
+      const id = unique("evt");
+      const answer = await send([event(platformId, { id, timestamp: now() + 3600 }), event(platformId, { id, meter: "gpu_hours" }), event(platformId, { id, quantity: 4 }), event(platformId, { id, quantity: 4 })]);
+      expect(statuses(answer)).toEqual(["OUT_OF_WINDOW", "UNKNOWN_METER", "accepted", "duplicate"]);
+      expect(await quantityOf(platformId)).toBe("4");
+    });
+
     it("keeps ids per platform: the same id on two platforms is two events", async () => {
       const [p1, p2] = [await b.newPlatform(), await b.newPlatform()];
       const id = unique("shared");
@@ -201,7 +209,7 @@ describe.each(testDatabases())("usage metering on $name", (database) => {
       const old = event(platformId, { timestamp: now() - 35 * 86_400 + 30 });
       expect(statuses(await send([old]))).toEqual(["accepted"]);
       b.clock.advance(60_000);
-      expect(statuses(await send([old, { ...old, quantity: 9 }]))).toEqual(["duplicate", "ID_REUSED"]);
+      expect(statuses(await send([old, { ...old, quantity: 9 }]))).toEqual(["duplicate", "OUT_OF_WINDOW"]);
     });
 
     it("refuses a batch of 0 or 1001 events, or one that is not { events: [...] }, with 400 and keeps nothing", async () => {

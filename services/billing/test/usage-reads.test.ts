@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases } from "@core/storage";
 import { sql } from "drizzle-orm";
-import { usageAlerts, usageDaily, usageEntities, usagePeriods, usageTotals } from "../src/db/schema.js";
+import { usageAlerts, usageDaily, usageDays, usageEntities, usagePeriods, usageTotals } from "../src/db/schema.js";
 import { startBilling, unique, type Answer, type Billing, type Headers } from "./support/billing.js";
 
 /**
@@ -60,7 +60,7 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
   });
   afterAll(() => b?.close());
 
-  /** Rollup rows with the period totals and period log rows ingestion keeps beside them. */
+  /** Rollup rows with the per-day rows, period totals and period log rows ingestion keeps beside them. */
   async function seed(rows: ReturnType<typeof rollup> | ReturnType<typeof rollup>[]) {
     const list = Array.isArray(rows) ? rows : [rows];
     await b.db.insert(usageDaily).values(list.map(({ periodEnd: _end, ...row }) => row));
@@ -69,6 +69,10 @@ describe.each(testDatabases())("usage reads on $name", (database) => {
         .insert(usageTotals)
         .values({ platformId: row.platformId, periodStart: row.periodStart, meter: row.meter, quantity: row.quantity })
         .onConflictDoUpdate({ target: [usageTotals.platformId, usageTotals.periodStart, usageTotals.meter], set: { quantity: sql`${usageTotals.quantity} + excluded.quantity` } });
+      await b.db
+        .insert(usageDays)
+        .values({ platformId: row.platformId, day: row.day, meter: row.meter, periodStart: row.periodStart, quantity: row.quantity })
+        .onConflictDoUpdate({ target: [usageDays.platformId, usageDays.day, usageDays.meter, usageDays.periodStart], set: { quantity: sql`${usageDays.quantity} + excluded.quantity` } });
       await b.db.insert(usagePeriods).values({ platformId: row.platformId, periodStart: row.periodStart, periodEnd: row.periodEnd, tier: "starter", status: "closed" }).onConflictDoNothing();
     }
   }

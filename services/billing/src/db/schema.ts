@@ -412,6 +412,22 @@ export const usageDaily = billing.table(
 );
 
 /**
+ * Each meter's usage per platform, UTC day and period, across tenants and stacks: `usage/daily`
+ * reads at most a row per day, meter and period (366 × 3 × 2) whatever the number of tenants.
+ */
+export const usageDays = billing.table(
+  "usage_days",
+  {
+    platformId: text("platform_id").notNull(),
+    day: date("day", { mode: "string" }).notNull(),
+    meter: text("meter").notNull(),
+    periodStart: ts("period_start").notNull(),
+    quantity: quantity("quantity").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.platformId, t.day, t.meter, t.periodStart] })],
+);
+
+/**
  * Each meter's total per platform and period: `usage/current` reads three rows whatever the volume,
  * and ingestion learns from its own upsert whether it crossed an alert's threshold.
  */

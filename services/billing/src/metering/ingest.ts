@@ -86,37 +86,34 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
   const results = new Map<number, EventResult>();
   const reject = (r: Rejection) => results.set(r.index, { index: r.index, id: r.id, status: "rejected", code: r.code, message: r.message });
 
-  // 1. each event on its own; a later report of an id already in this batch follows the first
-  const firsts = new Map<string, UsageEvent>();
-  const repeats: UsageEvent[] = [];
+  // 1. each event on its own
+  const parsed: UsageEvent[] = [];
   for (const [index, item] of raw.entries()) {
-    const parsed = parseEvent(item, index);
-    if (isRejection(parsed)) {
-      reject(parsed);
-      continue;
-    }
-    const k = key(parsed.platformId, parsed.id);
-    if (firsts.has(k)) repeats.push(parsed);
-    else firsts.set(k, parsed);
+    const event = parseEvent(item, index);
+    if (isRejection(event)) reject(event);
+    else parsed.push(event);
   }
 
   // 2. what cannot be counted whatever is stored: unknown meters and platforms
   const known = new Set<string>(METERS);
-  const platformIds = [...new Set([...firsts.values()].map((e) => e.platformId))].sort();
+  const platformIds = [...new Set(parsed.map((e) => e.platformId))].sort();
   const exists = new Map(await Promise.all(platformIds.map(async (id) => [id, await deps.platforms.exists(id)] as const)));
   const candidates: UsageEvent[] = [];
-  for (const event of firsts.values()) {
+  for (const event of parsed) {
     if (!known.has(event.meter)) reject({ index: event.index, id: event.id, code: "UNKNOWN_METER", message: `No meter "${event.meter.slice(0, 64)}": the meters are ${METERS.join(", ")}` });
     else if (!exists.get(event.platformId)) reject({ index: event.index, id: event.id, code: "UNKNOWN_PLATFORM", message: `No platform ${event.platformId}` });
     else candidates.push(event);
   }
 
   // 3. the period of each event; events too old, too far ahead or of a closed period are set aside,
-  // to be answered `duplicate` if they were counted before, else rejected
+  // to be answered `duplicate` if they were counted before, else rejected. Of the countable reports
+  // of one id, the first is written; the later ones are answered against what is stored after it.
   const subscriptions = await currentSubscriptions(engine, [...new Set(candidates.map((e) => e.platformId))], now);
   const pastPeriods = await periodLog(engine.db, candidates, subscriptions, now);
   const graceMs = deps.graceSeconds * 1000;
   const counted: { event: UsageEvent; period: PeriodRef }[] = [];
+  const repeats: UsageEvent[] = [];
+  const written = new Map<string, UsageEvent>();
   const heldBack = new Map<UsageEvent, Rejection>();
   for (const event of candidates) {
     const t = event.occurredAt.getTime();
@@ -126,7 +123,11 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
     }
     const placed = placeEvent(event, subscriptions.get(event.platformId)!, pastPeriods.get(event.platformId) ?? [], now, graceMs);
     if ("closed" in placed) heldBack.set(event, closedPeriod(event, placed.closed));
-    else counted.push({ event, ...placed });
+    else if (written.has(key(event.platformId, event.id))) repeats.push(event);
+    else {
+      written.set(key(event.platformId, event.id), event);
+      counted.push({ event, ...placed });
+    }
   }
 
   const answer = await engine.db.transaction(async (tx) => {
@@ -143,32 +144,37 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
 
     // 5. the events, first write wins, and what the written ones add up to, in one statement; what
     // was not written is a duplicate or a reused id
-    const { written, totals } = await countEvents(tx, open, now);
-    const notWritten = open.filter((item) => !written.has(key(item.event.platformId, item.event.id))).map((item) => item.event);
-    const stored = await storedEvents(tx, [...notWritten, ...heldBack.keys()]);
+    const { written: inserted, totals } = await countEvents(tx, open, now);
+    const notWritten = open.filter((item) => !inserted.has(key(item.event.platformId, item.event.id))).map((item) => item.event);
     const unwritten = new Set(notWritten);
     for (const item of open) if (!unwritten.has(item.event)) results.set(item.event.index, { index: item.event.index, id: item.event.id, status: "accepted" });
-    for (const event of [...notWritten, ...heldBack.keys()]) {
+    const stored = await storedEvents(tx, [...notWritten, ...heldBack.keys(), ...repeats]);
+    for (const event of notWritten) {
       const before = stored.get(key(event.platformId, event.id));
-      if (before && sameContent(before, event)) results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
-      else if (before) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} was counted before with other content; a new event needs a new id` });
-      else if (heldBack.has(event)) reject(heldBack.get(event)!);
-      // written by a batch that committed first, and pruned since: it was counted
+      if (before && !sameContent(before, event)) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} was counted before with other content; a new event needs a new id` });
+      // the same event, or one written by a batch that committed first and pruned since: it was counted
       else results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
     }
+    // an event that cannot count any more is a duplicate if it did count; otherwise it is told why not
+    for (const [event, why] of heldBack) {
+      const before = stored.get(key(event.platformId, event.id));
+      if (before && sameContent(before, event)) results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
+      else reject(why);
+    }
 
-    // 6. the thresholds the new totals crossed
+    // 6. a later report of an id in this batch: against what is stored now, this batch's first report included
+    for (const event of repeats) {
+      const before = stored.get(key(event.platformId, event.id));
+      const first = written.get(key(event.platformId, event.id))!;
+      if (before && sameContent(before, event)) results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
+      else if (before) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} was counted with other content (earlier in this batch or before); a new event needs a new id` });
+      // nothing stored: the first report was refused (its period closed meanwhile), and so is this one
+      else results.set(event.index, { ...results.get(first.index)!, index: event.index });
+    }
+
+    // 7. the thresholds the new totals crossed
     return raiseAlerts(tx, engine, totals, periods, now);
   });
-
-  // 7. a later report of an id in this batch answers as its first report did, if it is the same event
-  for (const event of repeats) {
-    const first = firsts.get(key(event.platformId, event.id))!;
-    const outcome = results.get(first.index)!;
-    if (!sameContent(first, event)) reject({ index: event.index, id: event.id, code: "ID_REUSED", message: `Event ${event.id} appears earlier in this batch with other content` });
-    else if (outcome.status === "rejected") results.set(event.index, { ...outcome, index: event.index });
-    else results.set(event.index, { index: event.index, id: event.id, status: "duplicate" });
-  }
 
   const ordered = [...results.values()].sort((a, b) => a.index - b.index);
   return {
@@ -302,7 +308,8 @@ const fromMs = (column: string) => sql.raw(`(timestamptz 'epoch' + ${column} * i
 
 /**
  * Writes the events — the first write of each (platform, id) wins — and, from exactly the rows that
- * were written (`RETURNING`), the daily rollups, the tenants seen and the period totals, one
+ * were written (`RETURNING`), the daily rollups (per tenant and stack, and per platform), the tenants
+ * seen and the period totals, one
  * statement and one round trip for the batch. PostgreSQL sums the decimals; every insert takes its
  * rows in key order. Answers the keys written and each touched total with what this batch added.
  */
@@ -330,6 +337,11 @@ async function countEvents(tx: Db, items: { event: UsageEvent; period: PeriodRef
         select platform_id, period_start, tenant_id, stack_id, meter, day, sum(quantity) from written
         group by 1, 2, 3, 4, 5, 6 order by 1, 2, 3, 4, 5, 6
         on conflict (platform_id, period_start, tenant_id, stack_id, meter, day) do update set quantity = billing.usage_daily.quantity + excluded.quantity
+      ), days as (
+        insert into billing.usage_days (platform_id, day, meter, period_start, quantity)
+        select platform_id, day, meter, period_start, sum(quantity) from written
+        group by 1, 2, 3, 4 order by 1, 2, 3, 4
+        on conflict (platform_id, day, meter, period_start) do update set quantity = billing.usage_days.quantity + excluded.quantity
       ), tenants as (
         insert into billing.usage_entities (platform_id, tenant_id, first_seen_at, last_seen_at)
         select platform_id, tenant_id, min(occurred_at), max(occurred_at) from written where tenant_id <> ''

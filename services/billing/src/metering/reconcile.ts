@@ -54,6 +54,7 @@ async function recount(engine: Engine, db: Db, platformId: string, start: Date) 
     union all select meter, quantity::text from billing.usage_pruned where ${where}`);
   const rollups = await sums(sql`select meter, sum(quantity)::text as quantity from billing.usage_daily where ${where} group by meter`);
   const totals = await sums(sql`select meter, quantity::text as quantity from billing.usage_totals where ${where}`);
+  const days = await sums(sql`select meter, sum(quantity)::text as quantity from billing.usage_days where ${where} group by meter`);
   const closedTotals = typeof period.closed_totals === "string" ? (JSON.parse(period.closed_totals) as Record<string, string>) : period.closed_totals;
   const closed = period.status === "closed";
 
@@ -68,7 +69,10 @@ async function recount(engine: Engine, db: Db, platformId: string, start: Date) 
       rollups: canonical(rollups.get(meter) ?? "0"),
       invoiced: closed ? canonical(closedTotals?.[meter] ?? "0") : null,
     }));
-  let consistent = meters.every((m) => same(m.events, m.rollups) && same(m.rollups, totals.get(m.meter) ?? "0") && (m.invoiced === null || same(m.invoiced, m.events)));
+  // the daily rows, the per-day platform rows and the totals are three sums of the same events
+  let consistent = meters.every(
+    (m) => same(m.events, m.rollups) && same(m.rollups, totals.get(m.meter) ?? "0") && same(m.rollups, days.get(m.meter) ?? "0") && (m.invoiced === null || same(m.invoiced, m.events)),
+  );
 
   // the invoice's usage lines are the overage of what the close counted, line for line
   if (closed && period.invoice_id && period.period_end !== null) {
