@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
+import { silentLogger } from "@core/kit";
 import { rowsOf, testDatabases } from "@core/storage";
+import { BillingTime } from "../src/billing-time.js";
+import type { Engine } from "../src/engine.js";
+import { pruneUsageEvents } from "../src/metering/retention.js";
+import { LocalProvider } from "../src/provider/local.js";
+import { BillingWorker } from "../src/renewals.js";
 import { startBilling, unique, type Answer, type Billing, type Headers } from "./support/billing.js";
 
 /**
@@ -399,6 +405,44 @@ describe.each(testDatabases())("usage metering on $name", (database) => {
       expect((await b.call("GET", `/operator/usage/reconcile?platformId=plt_nobody`, { headers: op })).status).toBe(404);
       expect((await b.call("GET", `/operator/usage/reconcile?platformId=${platformId}`, { headers: b.as.owner(platformId) })).status).toBe(403);
       expect((await b.call("GET", `/operator/usage/reconcile?platformId=${platformId}&periodStart=abc`, { headers: op })).status).toBe(400);
+    });
+  });
+
+  describe("two replicas on one database", () => {
+    it("close each period once and invoice its overage once, however their workers race", async () => {
+      const paid = await Promise.all(Array.from({ length: 4 }, () => b.upgraded("plan_starter")));
+      for (const { platformId } of paid) await send([event(platformId, { quantity: 150_000 })]);
+      // the other replica: its own engine on the same database (on PostgreSQL through the pool, so the claims race)
+      const replica: Engine = { ...b.engine, time: new BillingTime(b.db, b.clock, false), provider: new LocalProvider(b.db, b.clock) };
+      const other = new BillingWorker(replica, 60_000, silentLogger());
+      b.clock.set(new Date(paid[0]!.subscription.currentPeriodEnd * 1000 + 2 * HOUR));
+      await Promise.all([b.ctx.worker.pass(), other.pass(), b.ctx.worker.pass(), other.pass()]);
+      await other.stop();
+      for (const { platformId, subscription } of paid) {
+        const invoices = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: op })).body.data;
+        const usage = invoices.filter((i: { lines: { kind: string }[] }) => i.lines.some((l) => l.kind === "usage"));
+        expect(usage.map((i: { status: string; totalCents: number }) => [i.status, i.totalCents])).toEqual([["paid", 200]]);
+        expect(await reconcile(platformId, subscription.currentPeriodStart)).toMatchObject({ status: "closed", invoiceId: usage[0].id, consistent: true });
+      }
+    });
+
+    it("prune different events, never one twice: the tallies add up to what was deleted", async () => {
+      const platformId = await b.newPlatform();
+      const periodStart = (await current(platformId)).periodStart;
+      for (let k = 0; k < 6; k++) await send(Array.from({ length: 1000 }, () => event(platformId, { quantity: "0.25", timestamp: now() - 10 })));
+      b.clock.advance(36 * DAY);
+      const later = b.clock.now();
+      const pruned = await Promise.all([pruneUsageEvents(b.db, later), pruneUsageEvents(b.db, later), pruneUsageEvents(b.db, later)]);
+      // other tests' old events go too; this platform's are all gone, each counted once in the tallies
+      expect(pruned.reduce((sum, n) => sum + n, 0)).toBeGreaterThanOrEqual(6000);
+      const [left] = rowsOf<{ n: string | number }>(await b.db.execute(sql`select count(*) as n from billing.usage_events where platform_id = ${platformId}`));
+      expect(Number(left!.n)).toBe(0);
+      const [tally] = rowsOf<{ events: string | number; quantity: string }>(
+        await b.db.execute(sql`select events, quantity::text as quantity from billing.usage_pruned where platform_id = ${platformId} and meter = 'api_requests'`),
+      );
+      expect([Number(tally!.events), Number(tally!.quantity)]).toEqual([6000, 1500]);
+      const recount = await reconcile(platformId, periodStart);
+      expect(recount.meters[0]).toMatchObject({ events: "1500", rollups: "1500" });
     });
   });
 
