@@ -11,16 +11,12 @@
 //   platforms, PGlite after PostgreSQL)
 import { randomBytes, randomUUID } from "node:crypto";
 import { cpus } from "node:os";
-import { resolve } from "node:path";
 import { sql } from "drizzle-orm";
-import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
-import { POSITIVE_TTL_MS, remoteResolvers, ServiceTokenClient } from "@core/service-auth";
-import { applyMigrations, openDatabase, rowsOf, type DatabaseHandle } from "@core/storage";
-import { principal, startFakeIam } from "../packages/service-auth/test/support/fake-iam.js";
-import { createApp as createBilling } from "../services/billing/src/app.js";
-import { SERVICE_ID } from "../services/billing/src/index.js";
-import { START, testBillingConfig } from "../services/billing/test/support/billing.js";
-import { createApp as createRegistry } from "../services/platform-registry/src/app.js";
+import { POSITIVE_TTL_MS } from "@core/service-auth";
+import { openDatabase, rowsOf, type DatabaseHandle } from "@core/storage";
+import { principal } from "../packages/service-auth/test/support/fake-iam.js";
+import { START } from "../services/billing/test/support/billing.js";
+import { billingStack } from "./billing-stack.js";
 import { freshPostgres, inParallel, load as loadRun, rawServer, ratio, type Measurement } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);
@@ -31,53 +27,20 @@ const withPglite = process.env.BENCH_PGLITE !== "0";
 const RENEWALS = 49;
 const PAGE = 25;
 
-// bundled into node_modules/.cache, so the migrations are found from the repository root (test
-// support's startBilling finds them from its own file, which is why it is not used here)
-const billingMigrations = resolve("services/billing/drizzle");
-const registryMigrations = resolve("services/platform-registry/drizzle");
 
 const load = (title: string, url: string, headers: Record<string, string> = {}): Promise<Measurement> => loadRun(title, { url, headers, connections, seconds });
 
 /**
- * Billing as test support's startBilling builds it (real app, real remote resolvers against the fake
- * IAM over HTTP, the real platform registry on the same database, a manual clock), but listening on
- * loopback, and seeded: one platform upgraded at START and renewed month by month, and
- * `otherPlatforms` more that upgrade at the end.
+ * Billing on loopback (./billing-stack.ts), seeded: one platform upgraded at START and renewed month
+ * by month, and `otherPlatforms` more that upgrade at the end.
  */
 async function seededBilling(database: DatabaseHandle) {
-  await applyMigrations(database.db, SERVICE_ID, billingMigrations);
-  await applyMigrations(database.db, "platform-registry", registryMigrations);
-  const iam = await startFakeIam();
-  iam.serviceSecrets.set(SERVICE_ID, "billing-secret");
-  iam.serviceSecrets.set("platform-registry", "registry-secret");
-  const registryTokens = new ServiceTokenClient(iam.url, { serviceId: "platform-registry", secret: "registry-secret" });
-  const registry: RunningServer = await listen(
-    createRegistry({ db: database.db, logger: silentLogger(), credentials: remoteResolvers({ iamUrl: iam.url, serviceId: "platform-registry", tokens: registryTokens }) }),
-    0,
-    "127.0.0.1",
-  );
-  const clock = manualClock(START);
-  const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE_ID, secret: "billing-secret" });
-  const app = createBilling({
-    db: database.db,
-    logger: silentLogger(),
-    config: testBillingConfig({ registryUrl: registry.url }),
-    credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
-    tokens,
-    clock,
-  });
-  const billing: RunningServer = await listen(app, 0, "127.0.0.1");
+  const stack = await billingStack(database);
+  const { app, iam, clock } = stack;
+  const billing = { url: stack.url };
 
-  const registryToken = await iam.mintServiceToken({ sub: "iam", aud: "platform-registry" });
   async function paidPlatform(): Promise<{ platformId: string; owner: Record<string, string> }> {
-    const slug = `bench-${randomBytes(5).toString("hex")}`;
-    const made = await fetch(`${registry.url}/platforms`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${registryToken}` },
-      body: JSON.stringify({ name: `Platform ${slug}`, slug, tier: "free" }),
-    });
-    if (made.status !== 201) throw new Error(`platform refused: ${made.status} ${await made.text()}`);
-    const platformId = ((await made.json()) as { id: string }).id;
+    const { platformId, slug } = await stack.newPlatform();
     const token = `session-${randomBytes(12).toString("hex")}`;
     const permissions = ["platform:read", "platform:write", "billing:read", "billing:manage"];
     iam.sessions.set(token, principal({ orgType: "tenant", platformId, role: "owner", permissions, userId: `usr_${slug}`, email: `${slug}@example.com` }));
@@ -115,12 +78,7 @@ async function seededBilling(database: DatabaseHandle) {
     iam,
     billingUrl: billing.url,
     facts,
-    close: async () => {
-      await app.ctx.worker.stop();
-      await billing.close();
-      await registry.close();
-      await iam.close();
-    },
+    close: stack.close,
   };
 }
 

@@ -20,14 +20,10 @@ import { pipeline } from "node:stream/promises";
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { listen, manualClock, silentLogger, type RunningServer } from "@core/kit";
-import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
-import { applyMigrations, openDatabase, rowsOf, type DatabaseHandle } from "@core/storage";
-import { startFakeIam } from "../packages/service-auth/test/support/fake-iam.js";
-import { createApp as createBilling } from "../services/billing/src/app.js";
+import { openDatabase, rowsOf, type DatabaseHandle } from "@core/storage";
 import { SERVICE_ID } from "../services/billing/src/index.js";
-import { START, testBillingConfig } from "../services/billing/test/support/billing.js";
-import { createApp as createRegistry } from "../services/platform-registry/src/app.js";
+import { START } from "../services/billing/test/support/billing.js";
+import { billingStack } from "./billing-stack.js";
 import { freshPostgres, load, rawServer, ratio } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 60);
@@ -45,8 +41,6 @@ const PLATFORMS = 2;
 const READ_EVENTS = 10_000_000;
 const DAY_MS = 86_400_000;
 
-const billingMigrations = resolve("services/billing/drizzle");
-const registryMigrations = resolve("services/platform-registry/drizzle");
 
 interface IngestRun {
   requests: number;
@@ -59,58 +53,16 @@ interface IngestRun {
   seconds: number;
 }
 
-/** Billing listening on loopback, on `database`, with a few platforms the registry knows; a service token to report with. */
+/** Billing listening on loopback (./billing-stack.ts), with a few platforms the registry knows; a service token to report with. */
 async function startBilling(database: DatabaseHandle) {
-  await applyMigrations(database.db, SERVICE_ID, billingMigrations);
-  await applyMigrations(database.db, "platform-registry", registryMigrations);
-  const iam = await startFakeIam();
-  iam.serviceSecrets.set(SERVICE_ID, "billing-secret");
-  iam.serviceSecrets.set("platform-registry", "registry-secret");
-  const registryTokens = new ServiceTokenClient(iam.url, { serviceId: "platform-registry", secret: "registry-secret" });
-  const registry: RunningServer = await listen(
-    createRegistry({ db: database.db, logger: silentLogger(), credentials: remoteResolvers({ iamUrl: iam.url, serviceId: "platform-registry", tokens: registryTokens }) }),
-    0,
-    "127.0.0.1",
-  );
-  const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE_ID, secret: "billing-secret" });
-  const clock = manualClock(START);
-  const app = createBilling({
-    db: database.db,
-    logger: silentLogger(),
-    config: testBillingConfig({ registryUrl: registry.url }),
-    credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
-    tokens,
-    clock,
-    mailer: { send: async () => {} },
-  });
-  const billing: RunningServer = await listen(app, 0, "127.0.0.1");
-  const registryToken = await iam.mintServiceToken({ sub: "iam", aud: "platform-registry" });
+  const stack = await billingStack(database);
   const platformIds: string[] = [];
-  for (let i = 0; i < PLATFORMS; i++) {
-    const slug = `bench-${randomBytes(5).toString("hex")}`;
-    const made = await fetch(`${registry.url}/platforms`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${registryToken}` },
-      body: JSON.stringify({ name: `Platform ${slug}`, slug, tier: "free" }),
-    });
-    if (made.status !== 201) throw new Error(`platform refused: ${made.status} ${await made.text()}`);
-    platformIds.push(((await made.json()) as { id: string }).id);
-  }
-  const service = { authorization: `Bearer ${await iam.mintServiceToken({ sub: "platform-registry", aud: SERVICE_ID })}` };
+  for (let i = 0; i < PLATFORMS; i++) platformIds.push((await stack.newPlatform()).platformId);
+  const service = { authorization: `Bearer ${await stack.iam.mintServiceToken({ sub: "platform-registry", aud: SERVICE_ID })}` };
   // each platform's period starts at START (its first read); the events come a day into it
-  for (const platformId of platformIds) await fetch(`${billing.url}/subscription?platformId=${platformId}`, { headers: service });
-  clock.set(new Date(START.getTime() + DAY_MS));
-  return {
-    url: billing.url,
-    platformIds,
-    service,
-    close: async () => {
-      await app.ctx.worker.stop();
-      await billing.close();
-      await registry.close();
-      await iam.close();
-    },
-  };
+  for (const platformId of platformIds) await fetch(`${stack.url}/subscription?platformId=${platformId}`, { headers: service });
+  stack.clock.set(new Date(START.getTime() + DAY_MS));
+  return { url: stack.url, platformIds, service, close: stack.close };
 }
 
 /** One ingestion run from bench/usage-load.mjs. */
