@@ -9,9 +9,9 @@ import { currentSubscription } from "../subscriptions.js";
 import { canonical, isRejection, parseEvent, pgTime, sameContent, UsageDecimal, type Rejection, type UsageEvent } from "./events.js";
 
 /**
- * Usage ingestion (DESIGN §6.5): each event of a batch is accepted, a duplicate or rejected with
- * its own code, exactly once per (platform, id). The accepted events, their daily rollups, the
- * period totals, the tenants seen and the alerts they cross are written in one transaction: a crash
+ * Usage ingestion (DESIGN §6.5, ADR 0015): each event of a batch is accepted, a duplicate or
+ * rejected with its own code, exactly once per (platform, id). The accepted events, their rollups,
+ * the period totals, the tenants seen and the alerts they cross are written in one transaction: a crash
  * before the commit keeps nothing, after it everything, and the client's retry of an unanswered
  * batch gets `duplicate` for what was kept. Rows are written in sorted key order, so batches that
  * overlap wait for each other and never deadlock.
@@ -45,7 +45,7 @@ export interface IngestAnswer {
   results: EventResult[];
 }
 
-/** The usage period an event is counted in, and what is known of it. */
+/** The usage period an event is counted in: its platform and start. */
 interface PeriodRef {
   platformId: string;
   start: Date;
@@ -71,7 +71,6 @@ const periodKey = (p: PeriodRef) => key(p.platformId, p.start.getTime());
 const iso = (d: Date) => d.toISOString();
 /** a JS array as one SQL parameter (unnest's input) */
 const array = (values: unknown[]) => sql.param(values);
-
 
 export interface IngestDeps {
   engine: Engine;
