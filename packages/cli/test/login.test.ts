@@ -169,7 +169,9 @@ describe("core login", () => {
     });
 
     it("device endpoint answering 429 (IAM's rate limit): `Device login endpoint not available (429)`", async () => {
-      const limited = await startLiveIam({ rateLimits: { enabled: true } });
+      // IAM's windows are fixed (aligned to the clock): a day-long one cannot roll over between the
+      // last refused request and the CLI's, which would hand the CLI a code to poll until the timeout
+      const limited = await startLiveIam({ rateLimits: { enabled: true, windowSeconds: 86_400 } });
       try {
         let status = 200;
         for (let i = 0; i < 100 && status !== 429; i++) {
