@@ -69,6 +69,18 @@ describe.each(testDatabases())("tier changes on $name", (database) => {
     expect((await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data).toHaveLength(1);
   });
 
+  it("lists an upgrade and a change made in the same second newest first, on one page and page by page", async () => {
+    const { owner, platformId } = await b.upgraded("plan_starter");
+    expect((await change(owner, { tier: "growth" })).status).toBe(200);
+    const page = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body;
+    expect(page.data.map((i: { createdAt: number }) => i.createdAt)).toEqual([page.data[0].createdAt, page.data[0].createdAt]);
+    expect(page.data.map((i: { number: string }) => i.number.slice(-4))).toEqual(["0002", "0001"]);
+    const first = (await b.call("GET", `/invoices?platformId=${platformId}&limit=1`, { headers: owner })).body;
+    const second = (await b.call("GET", `/invoices?platformId=${platformId}&limit=1&cursor=${first.cursor}`, { headers: owner })).body;
+    expect([...first.data, ...second.data]).toEqual(page.data);
+    expect(second.cursor).toBeNull();
+  });
+
   it("sends a free platform to the upgrade route: 409 USE_UPGRADE", async () => {
     const platformId = await b.newPlatform();
     const r = await change(b.as.owner(platformId), { tier: "growth" });

@@ -132,6 +132,8 @@ export const invoices = billing.table(
   "invoices",
   {
     id: text("id").primaryKey(),
+    /** creation order: ties invoices made in the same second (listings are newest first) */
+    seq: bigint("seq", { mode: "number" }).generatedAlwaysAsIdentity(),
     number: text("number"),
     platformId: text("platform_id").notNull(),
     customerId: text("customer_id")
@@ -166,7 +168,7 @@ export const invoices = billing.table(
   (t) => [
     uniqueIndex("invoices_number_key").on(t.customerId, t.number),
     uniqueIndex("invoices_request_key").on(t.requestKey),
-    index("invoices_platform_page_idx").on(t.platformId, t.createdAt, t.id),
+    index("invoices_platform_page_idx").on(t.platformId, t.createdAt, t.seq),
     index("invoices_retry_idx").on(t.nextAttemptAt).where(sql`${t.status} = 'open'`),
     uniqueIndex("invoices_one_cycle_per_period_key")
       .on(t.subscriptionId, t.periodStart)

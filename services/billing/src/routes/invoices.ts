@@ -10,7 +10,7 @@ import { renderInvoicePage } from "../pages/invoice.js";
 import { bothPrefixes } from "./answers.js";
 import { InvoiceSchema, pathId, platformQuery } from "./schemas.js";
 
-const NEWEST_FIRST: KeysetColumns = { key: invoices.createdAt, tie: invoices.id, direction: "desc" };
+const NEWEST_FIRST: KeysetColumns = { key: invoices.createdAt, tie: invoices.seq, direction: "desc" };
 
 /** Table A's invoice rows (spec §4.4; DESIGN §6.4): a page of the platform's invoices, one invoice, its printable page. */
 export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
@@ -47,10 +47,10 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
         const rows = await db
           .select()
           .from(invoices)
-          .where(and(eq(invoices.platformId, platformId), ne(invoices.status, "draft"), keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "id" }))))
+          .where(and(eq(invoices.platformId, platformId), ne(invoices.status, "draft"), keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "sequence" }))))
           .orderBy(...keysetOrder(NEWEST_FIRST))
           .limit(query.limit + 1);
-        const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.id }));
+        const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.seq }));
         // one query for the lines of the whole page, not one per invoice
         const lines = await linesOfMany(db, page.data.map((row) => row.id));
         const data = page.data.map((row) => invoiceJson(row, lines.get(row.id)!));

@@ -118,7 +118,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
       .select()
       .from(invoices)
       .where(and(eq(invoices.platformId, session.platformId), ne(invoices.status, "draft")))
-      .orderBy(desc(invoices.createdAt), desc(invoices.id))
+      .orderBy(desc(invoices.createdAt), desc(invoices.seq))
       .limit(24);
     const cards = await engine.provider.list(customer.id);
     return {

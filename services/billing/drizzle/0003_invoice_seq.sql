@@ -1,0 +1,3 @@
+DROP INDEX "billing"."invoices_platform_page_idx";--> statement-breakpoint
+ALTER TABLE "billing"."invoices" ADD COLUMN "seq" bigint NOT NULL GENERATED ALWAYS AS IDENTITY (sequence name "billing"."invoices_seq_seq" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1);--> statement-breakpoint
+CREATE INDEX "invoices_platform_page_idx" ON "billing"."invoices" USING btree ("platform_id","created_at","seq");
