@@ -50,6 +50,9 @@ interface IngestRun {
   p99: number;
   max: number;
   errors: number;
+  accepted: number;
+  duplicates: number;
+  rejected: number;
   seconds: number;
 }
 
@@ -111,7 +114,12 @@ async function ingestion(database: DatabaseHandle, label: string, runSeconds: nu
     console.log("");
     console.log(`${label}: ${run.requests} batches of ${BATCH} (${DUPLICATES} duplicates each) in ${run.seconds} s, ${connections} connections`);
     console.log(`  ingestion   ${events.toFixed(0).padStart(7)} events/s   ${run.rate.toFixed(1)} batches/s   p50 ${run.p50} ms   p99 ${run.p99} ms   max ${run.max} ms${run.errors ? `   ${run.errors} ERRORS/non-2xx` : ""}`);
-    console.log(`  stored ${stored} distinct events (the batches answered hold ${run.requests * (BATCH - DUPLICATES)} new ones); reconcile consistent: ${consistent.join(", ")}`);
+    // distinct ids in the first k batches: every batch's new events, and the first LAG batches' stand-ins for repeats
+    const distinct = (k: number) => k * (BATCH - DUPLICATES) + Math.min(k, LAG) * DUPLICATES;
+    const [answered, sent] = [distinct(run.requests), distinct(run.batches)];
+    const bounded = stored >= answered && stored <= sent ? "as it must be" : "WRONG: outside those bounds";
+    console.log(`  stored ${stored} distinct events: the ${run.requests} answered batches hold ${answered}, the ${run.batches} sent ${sent} (${bounded}); reconcile consistent: ${consistent.join(", ")}`);
+    console.log(`  answers: ${run.accepted} accepted, ${run.duplicates} duplicates, ${run.rejected} rejected`);
     return { events, stored, run };
   } finally {
     await billing.close();

@@ -9,18 +9,20 @@ const METERS = ["api_requests", "compute_minutes", "storage_gb_hours"];
 process.once("message", async (run) => {
   const { url, headers, platformIds, seconds, connections, size, duplicates, lag, timestamp, idPrefix } = run;
   // event n is always the same content, so sending it twice is a duplicate, never ID_REUSED
-  const event = (n) =>
-    `{"id":"${idPrefix}${n}","platformId":"${platformIds[n % platformIds.length]}","tenantId":"t${n % 50}","stackId":"s${n % 4}",` +
+  const event = (n, id = `${idPrefix}${n}`) =>
+    `{"id":"${id}","platformId":"${platformIds[n % platformIds.length]}","tenantId":"t${n % 50}","stackId":"s${n % 4}",` +
     `"meter":"${METERS[n % 3]}","quantity":"${(n % 997) + 1}.${String(n % 1000).padStart(3, "0")}","timestamp":${timestamp - (n % 3000)}}`;
   const fresh = size - duplicates;
   let batch = 0;
+  const answers = { accepted: 0, duplicates: 0, rejected: 0 };
   const body = () => {
     const b = batch++;
     const parts = [];
     for (let i = 0; i < fresh; i++) parts.push(event(b * fresh + i));
-    // repeats of an earlier batch's events: none in the first `lag` batches
+    // repeats of an earlier batch's events; the first `lag` batches have none to repeat and send as
+    // many new events of their own instead (ids apart from the others)
     const from = b - lag;
-    for (let i = 0; i < duplicates; i++) parts.push(from >= 0 ? event(from * fresh + ((i * 7) % fresh)) : event(-1 - (b * duplicates + i)));
+    for (let i = 0; i < duplicates; i++) parts.push(from >= 0 ? event(from * fresh + ((i * 7) % fresh)) : event(b * duplicates + i, `${idPrefix}first-${b * duplicates + i}`));
     return `{"events":[${parts.join(",")}]}`;
   };
   const result = await autocannon({
@@ -30,7 +32,19 @@ process.once("message", async (run) => {
     connections,
     duration: seconds,
     timeout: 30,
-    requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }],
+    requests: [
+      {
+        setupRequest: (request) => ({ ...request, body: body() }),
+        // what billing answered each event, summed: the run is only a measure if none was rejected
+        onResponse: (status, text) => {
+          if (status !== 200) return;
+          const answer = JSON.parse(text);
+          answers.accepted += answer.accepted;
+          answers.duplicates += answer.duplicates;
+          answers.rejected += answer.rejected;
+        },
+      },
+    ],
   });
   process.send(
     {
@@ -42,6 +56,7 @@ process.once("message", async (run) => {
       max: result.latency.max,
       errors: result.errors + result.non2xx + result.timeouts,
       seconds: result.duration,
+      ...answers,
     },
     () => process.exit(0),
   );
