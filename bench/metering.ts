@@ -41,7 +41,6 @@ const PLATFORMS = 2;
 const READ_EVENTS = 10_000_000;
 const DAY_MS = 86_400_000;
 
-
 interface IngestRun {
   requests: number;
   batches: number;
