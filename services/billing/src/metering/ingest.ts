@@ -96,7 +96,7 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
   // 2. what cannot be counted whatever is stored: unknown meters and platforms
   const known = new Set<string>(METERS);
   const platformIds = [...new Set(parsed.map((e) => e.platformId))].sort();
-  const exists = new Map(await Promise.all(platformIds.map(async (id) => [id, await deps.platforms.exists(id)] as const)));
+  const exists = await platformsKnown(deps.platforms, platformIds);
   const candidates: UsageEvent[] = [];
   for (const event of parsed) {
     if (!known.has(event.meter)) reject({ index: event.index, id: event.id, code: "UNKNOWN_METER", message: `No meter "${event.meter.slice(0, 64)}": the meters are ${METERS.join(", ")}` });
@@ -183,6 +183,20 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
     results: ordered,
     alerts: answer,
   };
+}
+
+/** How many platforms a batch asks the registry about at once (a batch may name up to 1000). */
+const REGISTRY_LOOKUPS = 16;
+
+/** Which of these platforms exist, asking the registry (cached) a few at a time. */
+export async function platformsKnown(platforms: PlatformDirectory, ids: string[]): Promise<Map<string, boolean>> {
+  const known = new Map<string, boolean>();
+  for (let i = 0; i < ids.length; i += REGISTRY_LOOKUPS) {
+    const chunk = ids.slice(i, i + REGISTRY_LOOKUPS);
+    const answers = await Promise.all(chunk.map((id) => platforms.exists(id)));
+    chunk.forEach((id, j) => known.set(id, answers[j]!));
+  }
+  return known;
 }
 
 const closedPeriod = (event: UsageEvent, end: Date): Rejection => ({
