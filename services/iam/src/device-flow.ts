@@ -2,7 +2,7 @@ import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
 import { createHash, randomBytes, randomInt } from "node:crypto";
 import { newId, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
-import { deviceCodes, refreshTokens, session, user } from "./db/schema.js";
+import { deviceCodes, member, refreshTokens, session, user } from "./db/schema.js";
 import { authStyleId } from "./organizations.js";
 
 /** The only client of the device flow (spec §4.3, §5.6). */
@@ -185,7 +185,8 @@ export class DeviceFlow {
       await this.revokeFamily(row.familyId);
       return { outcome: "reused" as const, userId: row.userId, familyId: row.familyId };
     }
-    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, requester) };
+    const organizationId = await this.chosenOrganization(row.sessionId, row.userId);
+    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, requester, organizationId) };
   }
 
   /**
@@ -225,7 +226,20 @@ export class DeviceFlow {
     if (sessionIds.length > 0) await this.db.delete(session).where(inArray(session.id, sessionIds));
   }
 
-  private async issue(userId: string, familyId: string, requester: { ip: string | null; userAgent: string | null }): Promise<TokenAnswer> {
+  /**
+   * The organization the login chose (`core org switch`, set-active) on the session a refresh token
+   * was issued with: the refreshed session keeps it while the user is still a member there.
+   */
+  private async chosenOrganization(sessionId: string, userId: string): Promise<string | null> {
+    const [row] = await this.db
+      .select({ organizationId: member.organizationId })
+      .from(session)
+      .innerJoin(member, and(eq(member.organizationId, session.activeOrganizationId), eq(member.userId, userId)))
+      .where(eq(session.id, sessionId));
+    return row?.organizationId ?? null;
+  }
+
+  private async issue(userId: string, familyId: string, requester: { ip: string | null; userAgent: string | null }, activeOrganizationId: string | null = null): Promise<TokenAnswer> {
     const now = this.clock.now();
     const accessToken = authStyleId();
     const refreshToken = randomBytes(32).toString("base64url");
@@ -242,6 +256,7 @@ export class DeviceFlow {
         updatedAt: now,
         ipAddress: requester.ip,
         userAgent: requester.userAgent?.slice(0, 256) ?? CLI_CLIENT_ID,
+        activeOrganizationId,
       });
       await tx.insert(refreshTokens).values({
         id: newId("rft"),

@@ -1,9 +1,9 @@
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { conflict, notFound, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { member, organization, user } from "./db/schema.js";
-import type { OrgType } from "./permissions.js";
+import { effectiveRole, rolesOf, type OrgType } from "./permissions.js";
 
 /** better-auth's id shape (32 alphanumerics), so library and our rows look alike */
 export function authStyleId(): string {
@@ -67,3 +67,28 @@ export const organizationJson = (org: OrganizationRow) => ({
   platformId: org.platformId,
   createdAt: unixSeconds(org.createdAt),
 });
+
+/** One organization a person belongs to, with their role in it. */
+export interface Membership {
+  orgId: string;
+  name: string;
+  slug: string;
+  orgType: OrgType;
+  platformId: string | null;
+  role: string | null;
+  joinedAt: Date;
+}
+
+/**
+ * Every organization the user belongs to: the operator organization first, then in the order they
+ * joined (the order a session without a choice falls back on, DESIGN §4).
+ */
+export async function membershipsOf(db: Db, userId: string): Promise<Membership[]> {
+  const rows = await db
+    .select({ orgId: organization.id, name: organization.name, slug: organization.slug, orgType: organization.orgType, platformId: organization.platformId, role: member.role, joinedAt: member.createdAt })
+    .from(member)
+    .innerJoin(organization, eq(organization.id, member.organizationId))
+    .where(eq(member.userId, userId))
+    .orderBy(sql`${organization.orgType} = 'core-operator' desc`, member.createdAt, organization.slug);
+  return rows.map((r) => ({ ...r, orgType: r.orgType as OrgType, role: effectiveRole(rolesOf(r.role)) }));
+}

@@ -1,11 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { and, eq } from "drizzle-orm";
-import { ApiError, errorResponses, forbidden, jsonContent, jsonBody, security, type ServiceApp } from "@core/kit";
+import { ApiError, errorResponses, forbidden, jsonContent, jsonBody, security, unixSeconds, type ServiceApp } from "@core/kit";
 import { createHash, timingSafeEqual } from "node:crypto";
 import { actorOf, requireCaller, requirePermission, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { organization, session } from "../db/schema.js";
-import { createOrganization, findOrganizationBySlug, organizationJson } from "../organizations.js";
+import { createOrganization, findOrganizationBySlug, membershipsOf, organizationJson } from "../organizations.js";
 import { Id, OrgName, OrgSlug } from "./schemas.js";
 
 const CreateOrganizationInput = z
@@ -27,6 +27,19 @@ const OrganizationSchema = z
     createdAt: z.number().int().openapi({ description: "Unix seconds" }),
   })
   .openapi("Organization");
+
+const MembershipSchema = z
+  .object({
+    orgId: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    orgType: z.enum(["core-operator", "tenant"]),
+    platformId: z.string().nullable(),
+    role: z.string().nullable(),
+    active: z.boolean().openapi({ description: "the organization this credential acts in" }),
+    joinedAt: z.number().int().openapi({ description: "Unix seconds" }),
+  })
+  .openapi("Membership");
 
 export const OPERATOR_ORG = { name: "Core operators", slug: "core-operator" } as const;
 
@@ -80,6 +93,26 @@ export function organizationRoutes(app: ServiceApp, ctx: IamContext) {
         throw forbidden("You are not a member of this organization");
       }
       return c.json(organizationJson(org), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/api/core/memberships",
+      summary: "The caller's organizations with their role in each, and which one the credential acts in",
+      description:
+        "A session acts in the organization chosen with POST /api/auth/organization/set-active (the account page and `core org switch` use it), " +
+        "else in the operator organization, else in the oldest membership. An API key acts in the organization it was made in.",
+      security: security.anyCredential,
+      responses: { 200: jsonContent(z.object({ data: z.array(MembershipSchema) }).openapi("MembershipList"), "Every membership"), ...errorResponses(401, 403) },
+    }),
+    async (c) => {
+      const caller = await requireCaller(c, ctx.credentials, ctx.session);
+      if (caller.kind === "service") throw forbidden("Services belong to no organization: this route lists a person's memberships");
+      const { principal } = caller;
+      const memberships = await membershipsOf(ctx.db, principal.userId);
+      return c.json({ data: memberships.map((m) => ({ ...m, active: m.orgId === principal.orgId, joinedAt: unixSeconds(m.joinedAt) })) }, 200);
     },
   );
 
