@@ -94,7 +94,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-in",
     page(ctx, async (c) => {
       const next = safeNext(c.req.query("next"));
-      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/account", 302);
+      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/", 302);
       const notice: Notice = c.req.query("signed_out")
         ? { kind: "success", text: "You are signed out." }
         : c.req.query("error")
@@ -117,7 +117,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
       if (!email || !password) return again(400, "Enter your email address and your password.");
       const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/email", { email, password });
       if (!answer.ok) return again(statusOf(answer), await libraryRefusal(c, answer));
-      return redirectWithCookies(c, answer, next ?? "/account");
+      return redirectWithCookies(c, answer, next ?? "/");
     }),
   );
 
@@ -130,7 +130,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
       if (!email) return render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} linkError="Enter your email address." />, 400);
       const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/magic-link", {
         email,
-        callbackURL: next ?? "/account",
+        callbackURL: next ?? "/",
         newUserCallbackURL: next ?? "/onboarding",
         errorCallbackURL: next ? `/sign-in?next=${encodeURIComponent(next)}` : "/sign-in",
       });
@@ -157,7 +157,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-up",
     page(ctx, async (c) => {
       const next = safeNext(c.req.query("next"));
-      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/account", 302);
+      if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/", 302);
       return render(c, <SignUpPage csrf={browserCsrf(c, ctx)} next={next} />);
     }),
   );
