@@ -1,17 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, serviceToken, signIn, signUp, type Iam } from "./support/harness.js";
+import { call, createIam, operator, serviceToken, signIn, signUp, tenantOrg, type Iam } from "./support/harness.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
 
 describe.each(testDatabases())("the /account page on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
   let service: string;
+  let op: Awaited<ReturnType<typeof operator>>;
 
   beforeAll(async () => {
     database = await open();
     iam = await createIam(database);
     service = await serviceToken(iam);
+    op = await operator(iam);
   });
   afterAll(async () => {
     await database?.close();
@@ -37,13 +39,73 @@ describe.each(testDatabases())("the /account page on $name", ({ open }) => {
     await signIn(iam, ada);
     const page = await new PageBrowser(iam, ada.cookie).get("/account");
     expect(page.status).toBe(200);
-    for (const heading of ["Profile", "Organization", "Active sessions", "API keys"]) expect(page.html).toContain(`>${heading}</h2>`);
+    for (const heading of ["Profile", "Organizations", "Active sessions", "API keys"]) expect(page.html).toContain(`>${heading}</h2>`);
     expect(page.html).toContain(`<dd>${ada.email} <span class="badge warn">not confirmed</span></dd>`);
     expect(page.html.match(/action="\/account\/sessions\/revoke"/g)).toHaveLength(2);
     expect(page.html.match(/<span class="badge">This browser<\/span>/g)).toHaveLength(1);
     expect(textOf(page.html)).toContain("You have no API keys.");
     expect(textOf(page.html)).toContain("You are not in an organization yet.");
     for (const action of ["/account/profile", "/account/api-keys", "/sign-out"]) expect(hiddenFields(page.html, action).csrf).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+
+  it("lands a signed-in person on / : onboarding without an organization, the account page with one, sign-in when signed out", async () => {
+    expect((await new PageBrowser(iam).get("/")).location).toBe("/sign-in");
+    const ada = await signUp(iam);
+    const browser = new PageBrowser(iam, ada.cookie);
+    expect((await browser.get("/")).location).toBe("/onboarding");
+    // the account page itself stays reachable, with the way to onboarding on it
+    expect(textOf((await browser.get("/account")).html)).toContain("You are not in an organization yet. Set up an organization");
+    await tenantOrg(iam, op, ada);
+    expect((await browser.get("/")).location).toBe("/account");
+  });
+
+  it("shows each session's times to the minute, and signs out every other session at once", async () => {
+    const ada = await signUp(iam);
+    const others = [await signIn(iam, ada), await signIn(iam, ada)];
+    const browser = new PageBrowser(iam, ada.cookie);
+    const page = await browser.get("/account");
+    expect(textOf(page.html)).toMatch(/since \d{4}-\d\d-\d\d \d\d:\d\d UTC · until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    const r = await browser.post("/account/sessions/revoke-others", hiddenFields(page.html, "/account/sessions/revoke-others"));
+    expect(r.status).toBe(303);
+    expect(r.location).toBe("/account?revoked=others");
+    for (const other of others) expect(await sessionValid(other.token)).toBe(false);
+    expect(await sessionValid(ada.token)).toBe(true);
+    const after = await browser.get(r.location!);
+    expect(textOf(after.html)).toContain("Your other sessions are signed out, command-line logins included.");
+    // nothing else to sign out: the button is gone
+    expect(after.html).not.toContain('action="/account/sessions/revoke-others"');
+  });
+
+  describe("organizations", () => {
+    it("lists every organization with the role in it, and switches this browser to another", async () => {
+      const ada = await signUp(iam);
+      const first = await tenantOrg(iam, op, ada);
+      iam.clock.advance(1000);
+      const second = await tenantOrg(iam, op, ada);
+      const browser = new PageBrowser(iam, ada.cookie);
+      const page = await browser.get("/account");
+      const text = textOf(page.html);
+      expect(text).toContain(`Tenant ${first.slug} ${first.slug} Active here owner`);
+      expect(text).toContain(`Tenant ${second.slug} ${second.slug} owner`);
+      expect(page.html.match(/action="\/account\/organization"/g)).toHaveLength(1);
+      const r = await browser.post("/account/organization", hiddenFields(page.html, "/account/organization"));
+      expect(r.status).toBe(303);
+      expect(r.location).toBe(`/account?switched=${second.slug}#organizations`);
+      expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).body.principal.orgId).toBe(second.orgId);
+      const after = textOf((await browser.get(r.location!)).html);
+      expect(after).toContain(`You now act in Tenant ${second.slug} (${second.slug}) in this browser.`);
+      expect(after).toContain(`Tenant ${second.slug} ${second.slug} Active here owner`);
+    });
+
+    it("refuses to switch into an organization the person is not in (404), staying where it was", async () => {
+      const ada = await signUp(iam);
+      const browser = new PageBrowser(iam, ada.cookie);
+      const csrf = hiddenFields((await browser.get("/account")).html, "/account/profile").csrf!;
+      const r = await browser.post("/account/organization", { csrf, slug: "core-operator" });
+      expect(r.status).toBe(404);
+      expect(textOf(r.html)).toContain("You are not a member of that organization.");
+      expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).body.principal.orgId).toBeNull();
+    });
   });
 
   describe("profile", () => {
@@ -119,11 +181,17 @@ describe.each(testDatabases())("the /account page on $name", ({ open }) => {
     it("creates a key shown once that works at once, lists it without the key, and revokes it", async () => {
       const ada = await signUp(iam);
       const browser = new PageBrowser(iam, ada.cookie);
-      const created = await browser.submit("/account", "/account/api-keys", { name: "deploy job", lifetime: "30" });
-      expect(created.status).toBe(200);
+      const posted = await browser.submit("/account", "/account/api-keys", { name: "deploy job", lifetime: "30" });
+      // POST/redirect/GET: the page that shows the key is a GET, so a reload makes no second key
+      expect(posted.status).toBe(303);
+      expect(posted.location).toBe("/account#keys-heading");
+      expect(posted.html).not.toMatch(/core_/);
+      const created = await browser.get("/account");
       const key = created.html.match(/<code class="secret" id="new-api-key">([^<]+)<\/code>/)![1]!;
       expect(key).toMatch(/^core_/);
-      expect(textOf(created.html)).toContain("Copy it now: it is shown only this once.");
+      expect(textOf(created.html)).toContain("Copy it now: it is shown only this once, and a reload will not show it again.");
+      // at the top of the page, before the profile
+      expect(created.html.indexOf("new-api-key")).toBeLessThan(created.html.indexOf("profile-heading"));
       expect(await keyValid(key)).toBe(true);
 
       const listed = await browser.get("/account");
@@ -143,7 +211,7 @@ describe.each(testDatabases())("the /account page on $name", ({ open }) => {
     it("creates a key that never expires when asked", async () => {
       const ada = await signUp(iam);
       const browser = new PageBrowser(iam, ada.cookie);
-      expect((await browser.submit("/account", "/account/api-keys", { name: "forever", lifetime: "never" })).status).toBe(200);
+      expect((await browser.submit("/account", "/account/api-keys", { name: "forever", lifetime: "never" })).status).toBe(303);
       expect(textOf((await browser.get("/account")).html)).toContain("never expires");
     });
 
@@ -157,6 +225,42 @@ describe.each(testDatabases())("the /account page on $name", ({ open }) => {
       expect(r.status).toBe(400);
       expect(textOf(r.html)).toContain("Give the key a name of 1 to 100 characters and choose when it expires.");
       expect((await call(iam, "GET", "/api/auth/api-key/list", { token: ada.token })).body.apiKeys).toEqual([]);
+    });
+
+    it("shows a new key once: a reload shows the list with one key and no secret", async () => {
+      const ada = await signUp(iam);
+      const browser = new PageBrowser(iam, ada.cookie);
+      await browser.submit("/account", "/account/api-keys", { name: "once", lifetime: "30" });
+      expect((await browser.get("/account")).html).toContain('id="new-api-key"');
+      const reloaded = await browser.get("/account");
+      expect(reloaded.html).not.toContain('id="new-api-key"');
+      expect(reloaded.html).not.toMatch(/core_[A-Za-z0-9]{10}/);
+      expect((await call(iam, "GET", "/api/auth/api-key/list", { token: ada.token })).body.apiKeys).toHaveLength(1);
+    });
+
+    it("carries the new key sealed: the cookie holds no key, and an edited or foreign one shows nothing", async () => {
+      const ada = await signUp(iam);
+      const browser = new PageBrowser(iam, ada.cookie);
+      await browser.submit("/account", "/account/api-keys", { name: "sealed", lifetime: "30" });
+      const sealed = browser.cookies.get("core-created-key")!;
+      expect(sealed).toMatch(/^[A-Za-z0-9_-]+$/);
+      expect(sealed).not.toContain("core_");
+      const edited = sealed.slice(0, -2) + (sealed.endsWith("A") ? "BB" : "AA");
+      browser.cookies.set("core-created-key", edited);
+      const page = await browser.get("/account");
+      expect(page.status).toBe(200);
+      expect(page.html).not.toContain('id="new-api-key"');
+      // bound to the session that made the key: another session, even the same person's, is shown nothing
+      await browser.submit("/account", "/account/api-keys", { name: "sealed again", lifetime: "30" });
+      const intact = browser.cookies.get("core-created-key")!;
+      const bob = await signUp(iam);
+      const other = new PageBrowser(iam, bob.cookie);
+      other.cookies.set("core-created-key", intact);
+      expect((await other.get("/account")).html).not.toContain('id="new-api-key"');
+      const adaElsewhere = new PageBrowser(iam, (await signIn(iam, ada)).cookie);
+      adaElsewhere.cookies.set("core-created-key", intact);
+      expect((await adaElsewhere.get("/account")).html).not.toContain('id="new-api-key"');
+      expect((await browser.get("/account")).html).toContain('id="new-api-key"');
     });
 
     it("refuses to revoke someone else's key with 404, and it keeps working", async () => {

@@ -52,8 +52,8 @@ describe.each(testDatabases())("the /onboarding page on $name", ({ open }) => {
     expect(await platform.json()).toMatchObject({ slug, name: "Acme Pages" });
     const account = await browser.get(r.location!);
     const text = textOf(account.html);
-    expect(text).toContain("Your organization is ready.");
-    expect(text).toContain(`Name Acme Pages Slug ${slug} Your role owner`);
+    expect(text).toContain("Your organization is ready, and this session now acts in it (switch below).");
+    expect(text).toContain(`Acme Pages ${slug} Active here owner · platform ${session.body.principal.platformId}`);
   });
 
   it("says a taken slug is taken (409), on the slug field, keeping what was typed", async () => {

@@ -95,13 +95,13 @@ describe.each(testDatabases())("sign-in, sign-up and sign-out pages on $name", (
       ["a backslash trick", "/\\evil.example"],
       ["an encoded slash", "/%2F%2Fevil.example"],
       ["a script address", "javascript:alert(1)"],
-    ])("goes to /account after signing in when next is %s", async (_, next) => {
+    ])("goes to the landing page / after signing in when next is %s", async (_, next) => {
       const ada = await signUp(iam);
       const browser = new PageBrowser(iam);
       const fields = { ...hiddenFields((await browser.get("/sign-in")).html, "/sign-in"), email: ada.email, password: PASSWORD };
       const r = await browser.post("/sign-in", next === undefined ? fields : { ...fields, next });
       expect(r.status).toBe(303);
-      expect(r.location).toBe("/account");
+      expect(r.location).toBe("/");
     });
 
     it("says 'Wrong email or password.' on the page with 401, keeping the email and never the password", async () => {

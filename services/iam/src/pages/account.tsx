@@ -1,12 +1,14 @@
 import { and, eq, isNotNull } from "drizzle-orm";
 import type { Context } from "hono";
-import { deleteCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { ApiError, unauthenticated, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { SESSION_COOKIES } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
-import { account, organization, user } from "../db/schema.js";
+import { account, user } from "../db/schema.js";
+import { membershipsOf, type Membership } from "../organizations.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
 import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
@@ -29,7 +31,8 @@ interface AccountView {
   emailVerified: boolean;
   /** the account has a password (a magic-link-only account has none) */
   hasPassword: boolean;
-  organization: { name: string; slug: string } | null;
+  /** every organization the viewer is in, the one this session acts in marked */
+  memberships: (Membership & { active: boolean })[];
   sessions: Awaited<ReturnType<typeof activeSessions>>;
   apiKeys: ApiKeyItem[] | null;
 }
@@ -40,6 +43,7 @@ interface AccountMessages {
   verifyError?: string | null;
   passwordError?: string | null;
   sessionsError?: string | null;
+  orgError?: string | null;
   keysError?: string | null;
   /** a key just created: shown this once */
   createdKey?: { name: string; key: string } | null;
@@ -48,8 +52,9 @@ interface AccountMessages {
 
 const NOTICES: Record<string, string> = {
   "saved:profile": "Your name is saved.",
-  "created:organization": "Your organization is ready.",
+  "created:organization": "Your organization is ready, and this session now acts in it (switch below).",
   "revoked:session": "That session is signed out.",
+  "revoked:others": "Your other sessions are signed out, command-line logins included.",
   "revoked:key": "The API key is revoked: it no longer works.",
   "sent:verification": "We sent a confirmation link to your address. It works for 24 hours.",
   "sent:password-link": "We sent you a link to set a password. It works once, for 1 hour.",
@@ -58,6 +63,10 @@ const NOTICES: Record<string, string> = {
 };
 
 const PASSWORD = { min: 8, max: 128 };
+
+/** The cookie that carries a just-created API key to the page that shows it, sealed, for a minute. */
+const CREATED_KEY_COOKIE = "core-created-key";
+const CREATED_KEY_SECONDS = 60;
 
 /** key lifetimes offered (the plugin allows 1 to 365 days, or none) */
 const KEY_LIFETIMES = [
@@ -68,6 +77,8 @@ const KEY_LIFETIMES = [
 ];
 
 const day = (iso: string | Date) => new Date(iso).toISOString().slice(0, 10);
+/** "2026-11-24 19:21 UTC": sessions come and go within a day */
+const minute = (iso: string | Date) => `${new Date(iso).toISOString().slice(0, 16).replace("T", " ")} UTC`;
 
 /** "Chrome on Linux" for browsers; other programs (the CLI) by their own user agent. */
 export function describeAgent(agent: string | null): string {
@@ -84,6 +95,16 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
   return (
     <Layout title="Your account" viewer={view.viewer}>
       {m.notice ? <Alert kind="success">{m.notice}</Alert> : null}
+      {m.createdKey ? (
+        <Alert kind="success">
+          <p>
+            New API key <strong>{m.createdKey.name}</strong>. Copy it now: it is shown only this once, and a reload will not show it again.
+          </p>
+          <code class="secret" id="new-api-key">
+            {m.createdKey.key}
+          </code>
+        </Alert>
+      ) : null}
 
       <section class="card" aria-labelledby="profile-heading">
         <h2 id="profile-heading">Profile</h2>
@@ -144,24 +165,45 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
         )}
       </section>
 
-      <section class="card" aria-labelledby="org-heading">
-        <h2 id="org-heading">Organization</h2>
-        {view.organization ? (
-          <dl class="facts">
-            <dt>Name</dt>
-            <dd>{view.organization.name}</dd>
-            <dt>Slug</dt>
-            <dd>
-              <code>{view.organization.slug}</code>
-            </dd>
-            <dt>Your role</dt>
-            <dd>{view.principal.role}</dd>
-          </dl>
-        ) : (
+      <section class="card" aria-labelledby="org-heading" id="organizations">
+        <h2 id="org-heading">Organizations</h2>
+        {m.orgError ? (
+          <Alert kind="error" id="org-error">
+            {m.orgError}
+          </Alert>
+        ) : null}
+        {view.memberships.length === 0 ? (
           <p>You are not in an organization yet.</p>
+        ) : (
+          <>
+            <p class="muted">This browser acts in one organization at a time; the command line chooses its own with <code>core org switch</code>.</p>
+            <ul class="items">
+              {view.memberships.map((org) => (
+                <li>
+                  <div class="item-text">
+                    <strong>{org.name}</strong> <code>{org.slug}</code> {org.active ? <span class="badge">Active here</span> : null}
+                    <br />
+                    <span class="muted">
+                      {org.role ?? "member"}
+                      {org.orgType === "core-operator" ? " · operators" : org.platformId ? ` · platform ${org.platformId}` : ""}
+                    </span>
+                  </div>
+                  {org.active ? null : (
+                    <form method="post" action="/account/organization">
+                      <CsrfField token={view.viewer.csrf} />
+                      <input type="hidden" name="slug" value={org.slug} />
+                      <button type="submit" class="secondary small" aria-label={`Switch to ${org.name}`}>
+                        Switch
+                      </button>
+                    </form>
+                  )}
+                </li>
+              ))}
+            </ul>
+          </>
         )}
         <p>
-          <a href="/onboarding">Set up {view.organization ? "another" : "an"} organization</a>
+          <a href="/onboarding">Set up {view.memberships.length > 0 ? "another" : "an"} organization</a>
         </p>
       </section>
 
@@ -175,19 +217,27 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
                 <strong>{describeAgent(s.userAgent)}</strong> {s.current ? <span class="badge">This browser</span> : null}
                 <br />
                 <span class="muted">
-                  {s.ipAddress || "unknown address"} · since {day(s.createdAt)} · until {day(s.expiresAt)}
+                  {s.ipAddress || "unknown address"} · since {minute(s.createdAt)} · until {minute(s.expiresAt)}
                 </span>
               </div>
               <form method="post" action="/account/sessions/revoke">
                 <CsrfField token={view.viewer.csrf} />
                 <input type="hidden" name="id" value={s.id} />
-                <button type="submit" class="secondary small" aria-label={`${s.current ? "Sign out" : "Revoke"}: ${describeAgent(s.userAgent)}, since ${day(s.createdAt)}`}>
+                <button type="submit" class="secondary small" aria-label={`${s.current ? "Sign out" : "Revoke"}: ${describeAgent(s.userAgent)}, since ${minute(s.createdAt)}`}>
                   {s.current ? "Sign out" : "Revoke"}
                 </button>
               </form>
             </li>
           ))}
         </ul>
+        {view.sessions.some((s) => !s.current) ? (
+          <form method="post" action="/account/sessions/revoke-others">
+            <CsrfField token={view.viewer.csrf} />
+            <button type="submit" class="secondary">
+              Sign out everywhere else
+            </button>
+          </form>
+        ) : null}
       </section>
 
       <section class="card" aria-labelledby="keys-heading">
@@ -195,16 +245,6 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
         <p class="muted">
           Programs send a key in the <code>x-api-key</code> header and act as you.
         </p>
-        {m.createdKey ? (
-          <Alert kind="success">
-            <p>
-              New key <strong>{m.createdKey.name}</strong>. Copy it now: it is shown only this once.
-            </p>
-            <code class="secret" id="new-api-key">
-              {m.createdKey.key}
-            </code>
-          </Alert>
-        ) : null}
         {m.keysError ? (
           <Alert kind="error" id="keys-error">
             {m.keysError}
@@ -270,9 +310,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       .select({ id: account.id })
       .from(account)
       .where(and(eq(account.userId, principal.userId), eq(account.providerId, "credential"), isNotNull(account.password)));
-    const [org] = principal.orgId
-      ? await ctx.db.select({ name: organization.name, slug: organization.slug }).from(organization).where(eq(organization.id, principal.orgId))
-      : [];
+    const memberships = (await membershipsOf(ctx.db, principal.userId)).map((m) => ({ ...m, active: m.orgId === principal.orgId }));
     const listed = await callAuthLibraryAs(c, ctx, "GET", "/api-key/list");
     const apiKeys = listed.ok ? ((await listed.json()) as { apiKeys: ApiKeyItem[] }).apiKeys : null;
     apiKeys?.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
@@ -282,22 +320,96 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       name: row.name,
       emailVerified: row.emailVerified,
       hasPassword: password !== undefined,
-      organization: org ?? null,
+      memberships,
       sessions: await activeSessions(ctx, principal),
       apiKeys,
     };
   }
 
+  const flashKey = createHash("sha256").update(`account-created-key\n${ctx.session.secret}`).digest();
+  const flashCookie = { path: "/account", httpOnly: true, sameSite: "Strict", secure: ctx.config.secureCookies } as const;
+
+  function putCreatedKey(c: Context, created: { name: string; key: string }, sessionId: string | null) {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", flashKey, iv);
+    const sealed = Buffer.concat([cipher.update(JSON.stringify({ ...created, sessionId, at: ctx.clock.now().getTime() }), "utf8"), cipher.final()]);
+    setCookie(c, CREATED_KEY_COOKIE, Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString("base64url"), { ...flashCookie, maxAge: CREATED_KEY_SECONDS });
+  }
+
+  /** The key this session created just before, once: the cookie is spent by reading it. */
+  function takeCreatedKey(c: Context, sessionId: string | null): { name: string; key: string } | null {
+    const value = getCookie(c, CREATED_KEY_COOKIE);
+    if (!value) return null;
+    deleteCookie(c, CREATED_KEY_COOKIE, flashCookie);
+    try {
+      const raw = Buffer.from(value, "base64url");
+      const decipher = createDecipheriv("aes-256-gcm", flashKey, raw.subarray(0, 12));
+      decipher.setAuthTag(raw.subarray(12, 28));
+      const opened = JSON.parse(Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8")) as { name: string; key: string; sessionId: string | null; at: number };
+      if (opened.sessionId !== sessionId || ctx.clock.now().getTime() - opened.at > CREATED_KEY_SECONDS * 1000) return null;
+      return { name: opened.name, key: opened.key };
+    } catch {
+      // not sealed by us (edited, or from before a secret change): nothing to show
+      return null;
+    }
+  }
+
   const show = async (c: Context, principal: Principal, viewer: Viewer, messages: AccountMessages = {}, status: 200 | 400 | 404 | 429 | 500 = 200) =>
     render(c, <AccountPage view={await accountView(c, principal, viewer)} messages={messages} />, status);
+
+  // where a signed-in person lands (sign-in without a return address, the brand link): someone in no
+  // organization starts by setting one up
+  app.get(
+    "/",
+    page(ctx, async (c) => {
+      const session = await pageSession(c, ctx);
+      if (!session) return c.redirect("/sign-in", 302);
+      const memberships = await membershipsOf(ctx.db, session.principal.userId);
+      return c.redirect(memberships.length === 0 ? "/onboarding" : "/account", 302);
+    }),
+  );
 
   app.get(
     "/account",
     page(ctx, async (c) => {
       const session = await pageSession(c, ctx);
       if (!session) return c.redirect(signInAddress("/account"), 302);
+      const createdKey = takeCreatedKey(c, session.principal.sessionId);
+      const view = await accountView(c, session.principal, session.viewer);
+      const switched = c.req.query("switched");
       const [key, value] = ["saved", "created", "revoked", "sent", "changed"].map((k) => [k, c.req.query(k)] as const).find(([, v]) => v) ?? [];
-      return show(c, session.principal, session.viewer, { notice: key ? NOTICES[`${key}:${value}`] : null });
+      const active = view.memberships.find((m) => m.active);
+      const notice = switched && active?.slug === switched ? `You now act in ${active.name} (${active.slug}) in this browser.` : key ? NOTICES[`${key}:${value}`] : null;
+      return render(c, <AccountPage view={view} messages={{ notice, createdKey }} />);
+    }),
+  );
+
+  app.post(
+    "/account/organization",
+    page(ctx, async (c) => {
+      const { caller, form, viewer } = await sessionForm(c, ctx);
+      const slug = form.slug ?? "";
+      const memberships = await membershipsOf(ctx.db, caller.principal.userId);
+      // the library would say the same; asking first keeps its wording off the page
+      if (!memberships.some((m) => m.slug === slug)) return show(c, caller.principal, viewer, { orgError: "You are not a member of that organization." }, 404);
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/organization/set-active", { organizationSlug: slug });
+      if (!answer.ok) return show(c, caller.principal, viewer, { orgError: await libraryRefusal(c, answer) }, answer.status === 429 ? 429 : 400);
+      return c.redirect(`/account?switched=${encodeURIComponent(slug)}#organizations`, 303);
+    }),
+  );
+
+  app.post(
+    "/account/sessions/revoke-others",
+    page(ctx, async (c) => {
+      const { caller } = await sessionForm(c, ctx);
+      for (const other of await activeSessions(ctx, caller.principal)) {
+        if (other.current) continue;
+        // each one as a single revoke would: its CLI refresh tokens stop too, and the audit log names it
+        await revokeSession(c, ctx, caller.principal, other.id).catch((err) => {
+          if (!(err instanceof ApiError && err.status === 404)) throw err;
+        });
+      }
+      return c.redirect("/account?revoked=others", 303);
     }),
   );
 
@@ -374,7 +486,10 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       const answer = await callAuthLibraryAs(c, ctx, "POST", "/api-key/create", { name, expiresIn });
       if (!answer.ok) return show(c, caller.principal, viewer, { keysError: await libraryRefusal(c, answer), keyName: name }, answer.status === 429 ? 429 : 400);
       const created = (await answer.json()) as { key: string };
-      return show(c, caller.principal, viewer, { createdKey: { name, key: created.key } });
+      // POST/redirect/GET: the key rides to the next page sealed in a short-lived cookie, shown once;
+      // a reload of that page shows the list, and never makes a second key
+      putCreatedKey(c, { name, key: created.key }, caller.principal.sessionId);
+      return c.redirect("/account#keys-heading", 303);
     }),
   );
 

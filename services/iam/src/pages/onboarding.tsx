@@ -38,6 +38,9 @@ function OnboardingPage(props: { viewer: Viewer; name?: string; slug?: string; e
           />
           <button type="submit">Create organization</button>
         </form>
+        <p class="muted">
+          Invited to an organization instead? Open the link in the invitation mail. <a href="/account">Not now: go to your account</a>
+        </p>
       </div>
     </Layout>
   );
