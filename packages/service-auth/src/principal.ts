@@ -39,3 +39,17 @@ export function holds(p: Principal, permission: string, scope: { orgId?: string 
   if (scope.platformId !== undefined && scope.platformId !== p.platformId) return false;
   return true;
 }
+
+/**
+ * Why a person may be refused a platform that is theirs: they act in one organization at a time
+ * (DESIGN §4), and the platform may belong to another. A sentence for 403 messages that says which
+ * organization is active and how to switch.
+ */
+export function activeOrganizationHint(p: Principal): string {
+  if (!p.orgId) return "You are in no organization yet: set one up on the onboarding page, or accept an invitation.";
+  const where = p.platformId ? `whose platform is ${p.platformId}` : "which has no platform";
+  return (
+    `You act in organization ${p.orgId}, ${where}. If the platform belongs to another of your organizations, ` +
+    "switch to it: core org list, then core org switch <slug>, or Switch on your account page."
+  );
+}

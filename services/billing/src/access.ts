@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { badRequest, forbidden, notFound, upstreamUnavailable } from "@core/kit";
-import { holds, isOperator, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
+import { activeOrganizationHint, holds, isOperator, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
 
 /** Who a billing request acts as, and on which platform (DESIGN §6.3, §6.7). */
 export interface PlatformScope {
@@ -63,7 +63,7 @@ export async function platformScope(
   }
   const principal = caller.kind === "principal" ? caller.principal : null;
   const own = principal?.platformId;
-  if (!principal || !own) throw forbidden("Your organization has no platform to bill");
+  if (!principal || !own) throw forbidden(principal ? `Your active organization has no platform to bill. ${activeOrganizationHint(principal)}` : "Your organization has no platform to bill");
   if (named !== undefined && named !== own) throw notFound(`No platform ${named}`);
   if (!holds(principal, permission, { platformId: own })) throw forbidden(`You need ${permission} on this platform`);
   return { caller, platformId: own };

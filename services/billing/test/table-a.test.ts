@@ -56,6 +56,17 @@ describe.each(testDatabases())("table A's plans, subscription, invoice and payme
     expect((await b.call("GET", `/subscription?platformId=${platformId}`)).status).toBe(401);
   });
 
+  it("tells a person whose active organization has no platform which organization is active and how to switch (403)", async () => {
+    // an operator who also owns a tenant's platform, acting in an organization without one
+    const elsewhere = b.as.owner(null as unknown as string);
+    const r = await b.call("GET", "/subscription?platformId=plt_theirs", { headers: elsewhere });
+    expect(r.status).toBe(403);
+    expect(r.body.error.message).toBe(
+      "Your active organization has no platform to bill. You act in organization org_tenant, which has no platform. " +
+        "If the platform belongs to another of your organizations, switch to it: core org list, then core org switch <slug>, or Switch on your account page.",
+    );
+  });
+
   it("cancels at the period's end (twice answers the same), and the platform is back on free after it", async () => {
     const platformId = await b.newPlatform();
     expect((await b.call("POST", "/subscription/cancel", { headers: b.as.owner(platformId) })).body.error.code).toBe("NOT_SUBSCRIBED");

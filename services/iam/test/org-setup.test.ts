@@ -33,6 +33,27 @@ describe.each(testDatabases())("org-setup on $name", ({ open }) => {
     expect(await platform.json()).toMatchObject({ id: r.body.platformId, slug, name: "Acme", status: "active" });
   });
 
+  it("makes the new organization the active one; the other's platform is then refused with a 403 that says why, until a switch", async () => {
+    const ada = await signUp(iam);
+    const first = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "First", slug: uniqueSlug("first") } });
+    const second = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Second", slug: uniqueSlug("second") } });
+    expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).body.principal.orgId).toBe(second.body.orgId);
+    const read = () => fetch(`${stack.registryUrl}/platforms/${first.body.platformId}`, { headers: { authorization: `Bearer ${ada.token}` } });
+    const refused = await read();
+    expect(refused.status).toBe(403);
+    const { message } = ((await refused.json()) as { error: { message: string } }).error;
+    expect(message).toBe(
+      `You need platform:read on platform ${first.body.platformId}. You act in organization ${second.body.orgId}, whose platform is ${second.body.platformId}. ` +
+        "If the platform belongs to another of your organizations, switch to it: core org list, then core org switch <slug>, or Switch on your account page.",
+    );
+    const switched = await call(iam, "POST", "/api/auth/organization/set-active", { token: ada.token, headers: { origin: iam.origin }, body: { organizationSlug: first.body.slug } });
+    expect(switched.status).toBe(200);
+    // the registry's copy of the principal lives up to 5 s (DESIGN §4)
+    let status = 0;
+    for (const deadline = Date.now() + 8_000; Date.now() < deadline && status !== 200; await new Promise((r) => setTimeout(r, 250))) status = (await read()).status;
+    expect(status).toBe(200);
+  });
+
   it("refuses a bearer token alone with 401 (session cookie only, spec §5.2)", async () => {
     const ada = await signUp(iam);
     const r = await call(iam, "POST", "/api/core/org-setup", { token: ada.token, body: { name: "Acme", slug: uniqueSlug() } });

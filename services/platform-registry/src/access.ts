@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { forbidden } from "@core/kit";
-import { holds, isOperator, requireCaller, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { activeOrganizationHint, holds, isOperator, requireCaller, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 
 /**
  * Operators holding `platforms:manage` administer every platform (DESIGN §4: an operator-only
@@ -22,7 +22,9 @@ export async function authorizePlatform(
   const caller = await requireCaller(c, credentials);
   if (caller.kind === "service" || managesPlatforms(caller.principal)) return caller;
   if (!holds(caller.principal, permission, { platformId })) {
-    throw forbidden(`You need ${permission} on platform ${platformId}`);
+    // acting in another organization is the usual reason a person is refused their own platform
+    const elsewhere = caller.principal.platformId !== platformId ? ` ${activeOrganizationHint(caller.principal)}` : "";
+    throw forbidden(`You need ${permission} on platform ${platformId}.${elsewhere}`);
   }
   return caller;
 }
