@@ -4,7 +4,6 @@ import { accountPages } from "./account.js";
 import { devicePages } from "./device.js";
 import { STYLESHEET_PATH } from "./layout.js";
 import { onboardingPages } from "./onboarding.js";
-import { isSignedIn, page } from "./page.js";
 import { passwordPages } from "./password.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
@@ -25,9 +24,4 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   accountPages(app, ctx);
   passwordPages(app, ctx);
   verifyEmailPages(app, ctx);
-  // a browser landing on IAM itself (the magic link's default callback) goes to its account or to sign-in
-  app.get(
-    "/",
-    page(ctx, async (c) => c.redirect((await isSignedIn(c, ctx)) ? "/account" : "/sign-in", 302)),
-  );
 }
