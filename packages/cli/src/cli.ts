@@ -3,6 +3,7 @@ import { BillingClient } from "./billing-client.js";
 import { billing, DEFAULT_CARD } from "./commands/billing.js";
 import { login } from "./commands/login.js";
 import { logout } from "./commands/logout.js";
+import { org } from "./commands/org.js";
 import { stacks } from "./commands/stacks.js";
 import { status } from "./commands/status.js";
 import { token } from "./commands/token.js";
@@ -108,6 +109,36 @@ ${STACKS_OPTIONS_HELP}`,
       options: STACKS_OPTIONS,
       args: ["name", "version?"],
       run: (ctx, v, [name, version]) => stacks.deprecate(ctx, stacksOptions(v), name!, version),
+    },
+  },
+};
+
+const ORG: Group = {
+  summary: "Your organizations: list them, and switch the one this login acts in",
+  usage: `core org <command> [options]
+
+  list                    every organization you are in, with your role; * marks the active one
+  switch <slug>           act in another of your organizations from now on (this login only)
+
+--json                one JSON document on standard output
+
+A login acts in one organization at a time: its platform and permissions are that organization's.
+The browser chooses its own on the account page. An API key acts in the organization it was made in.`,
+  commands: {
+    list: {
+      summary: "Every organization you are in, with your role; * marks the active one",
+      usage: "core org list [--json]",
+      options: {},
+      run: (ctx) => org.list(ctx),
+    },
+    switch: {
+      summary: "Act in another of your organizations from now on (this login only)",
+      usage: `core org switch <slug> [--json]
+
+<slug>   the organization's slug, as core org list shows it`,
+      options: {},
+      args: ["slug"],
+      run: (ctx, _v, [slug]) => org.switch(ctx, slug!),
     },
   },
 };
@@ -247,6 +278,7 @@ Prints only the token, for other tools: curl -H "authorization: Bearer $(core to
     options: {},
     run: (ctx) => token(ctx),
   },
+  org: ORG,
   stacks: STACKS,
   billing: BILLING,
 };

@@ -1,5 +1,5 @@
 import { AUDIENCE } from "./credentials.js";
-import { postForm, Unreachable, type Answer } from "./http.js";
+import { callService, postForm, Unreachable, type Answer, type Reply } from "./http.js";
 
 export const CLIENT_ID = AUDIENCE;
 const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
@@ -77,6 +77,11 @@ export class IamClient {
       return { identity: { email: body.email, platformId: String(body.platformId ?? ""), role: String(body.role ?? ""), expiresAt: String(body.expiresAt ?? "") } };
     }
     return { status: answer.status, code: String(body?.error?.code ?? `HTTP ${answer.status}`), message: String(body?.error?.message ?? "") };
+  }
+
+  /** A JSON route of IAM's own (`GET /api/core/memberships`, the library's set-active) with the credential. */
+  json<T>(method: string, path: string, body: unknown, credential: string): Promise<Reply<T>> {
+    return callService<T>(method, `${this.iamUrl}${path}`, body, 200, { credential, userAgent: this.options.userAgent, debug: this.options.debug });
   }
 
   private async post(path: string, form: Record<string, string> | null, credential?: string): Promise<Answer> {
