@@ -131,9 +131,15 @@ describe("npm start", () => {
   it("applies migrations and exits with --migrate-only, writing no service secrets", async () => {
     const fresh = mkdtempSync(join(tmpdir(), "core-migrate-"));
     try {
-      const migrate = start({ ...env, CORE_DATA_DIR: fresh }, ["--migrate-only"]);
+      const migrate = start({ ...env, CORE_DATA_DIR: fresh, LOG_LEVEL: "info" }, ["--migrate-only"]);
       expect(await migrate.exited).toBe(0);
       expect(migrate.output()).toContain("core: migrations applied for iam, billing, stack-registry, platform-registry, vault");
+      // every JSON log line names one service: the launcher's, with the service it migrated beside it
+      const lines = migrate.output().split("\n").filter((line) => line.startsWith("{"));
+      const migrated = lines.filter((line) => line.includes('"migrations applied"'));
+      expect(migrated.length).toBeGreaterThanOrEqual(4);
+      for (const line of lines) expect(line.match(/"service":/g), line).toHaveLength(1);
+      expect(migrated.map((line) => JSON.parse(line).migrated).sort()).toEqual(["billing", "iam", "platform-registry", "stack-registry"]);
       expect(readdirSync(fresh).filter((name) => name.endsWith(".secret"))).toEqual([]);
     } finally {
       rmSync(fresh, { recursive: true, force: true });

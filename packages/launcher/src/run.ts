@@ -79,7 +79,8 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     for (const [name, module] of options.services) {
       if (!module.migrationsFolder) continue;
       const applied = await applyMigrations(database.db, name, module.migrationsFolder);
-      if (applied > 0) logger.info({ service: name, applied }, "migrations applied");
+      // the launcher logs as service "core"; the service migrated is its own key, so a line has one `service`
+      if (applied > 0) logger.info({ migrated: name, applied }, "migrations applied");
     }
     if (options.migrateOnly) return { urls: {}, stop };
     // only now: applying migrations needs no credentials, and writes none into the data directory
