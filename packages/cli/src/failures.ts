@@ -53,6 +53,13 @@ export const failures = {
       "token_expired",
       `Your login as ${email} expired at ${expiresAt}. Run: core login${refreshable ? " (or core token, which refreshes it)" : ""}`,
     ),
+  tokenMalformed: (source: string) =>
+    new CliFailure(
+      "token_malformed",
+      `${source.charAt(0).toUpperCase()}${source.slice(1)} is not a valid token: IAM issues 32 letters and digits for a login, core_ and 64 letters for an API key. Check what was pasted, or run: core login`,
+    ),
+  tokenNotValid: (source: string, iamUrl: string, message: string) =>
+    new CliFailure("token_not_valid", `IAM at ${iamUrl} says ${source} is not valid (${message}): it may have expired or been revoked, or come from another IAM. Run: core login`),
   tokenNotAccepted: (source: string, iamUrl: string, message: string) =>
     new CliFailure("token_not_accepted", `IAM at ${iamUrl} no longer accepts ${source} (${message}): it expired or was revoked. Run: core login`),
   refreshRefused: (iamUrl: string, error: string) =>

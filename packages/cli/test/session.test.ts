@@ -110,12 +110,40 @@ describe("core whoami, status, token, logout", () => {
       expect(done.stdout).toBe(
         [
           `Logged in to ${live.iamUrl} as ${op.email}`,
-          "Platform: none (role: owner, in an organization without a platform)",
+          "Platform: none (role: owner, in an organization without a platform; core org list shows your others)",
           "Token expires: never (an API key without expiry)",
           "Credential: CORE_TOKEN",
           "",
         ].join("\n"),
       );
+    });
+
+    it("CORE_TOKEN=garbage: says it is not a valid token, not that it expired", async () => {
+      const done = await runIn(freshHome(), ["whoami"], { CORE_TOKEN: "garbage", CORE_IAM_URL: live.iamUrl });
+      expect(done.code).toBe(1);
+      expect(done.stderr.trim()).toBe(
+        "The token in CORE_TOKEN is not a valid token: IAM issues 32 letters and digits for a login, core_ and 64 letters for an API key. Check what was pasted, or run: core login",
+      );
+      expect(done.stderr).not.toContain("expired");
+      const json = await runIn(freshHome(), ["whoami", "--json"], { CORE_TOKEN: "garbage", CORE_IAM_URL: live.iamUrl });
+      expect(JSON.parse(json.stdout).error.code).toBe("token_malformed");
+    });
+
+    it("a well-formed CORE_TOKEN IAM does not know: not valid here, with IAM's own answer", async () => {
+      const done = await runIn(freshHome(), ["whoami"], { CORE_TOKEN: "A".repeat(32), CORE_IAM_URL: live.iamUrl });
+      expect(done.code).toBe(1);
+      expect(done.stderr).toContain(`IAM at ${live.iamUrl} says the token in CORE_TOKEN is not valid (UNAUTHENTICATED`);
+      expect(done.stderr).toContain("it may have expired or been revoked, or come from another IAM. Run: core login");
+    });
+
+    it("someone in no organization: pointed to onboarding, and --json says null, not an empty string", async () => {
+      const bob = await signUp(live.iam);
+      const env = { CORE_TOKEN: bob.token, CORE_IAM_URL: live.iamUrl };
+      const text = await runIn(freshHome(), ["whoami"], env);
+      expect(text.stdout).toContain(`Platform: none (no organization yet: set one up at ${live.iamUrl}/onboarding, or accept an invitation)`);
+      const json = JSON.parse((await runIn(freshHome(), ["whoami", "--json"], env)).stdout);
+      expect(json).toMatchObject({ email: bob.email, platformId: null, role: null });
+      expect(Object.values(json)).not.toContain("");
     });
 
     it("CORE_TOKEN goes to --iam-url before CORE_IAM_URL", async () => {

@@ -22,14 +22,22 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
   return {
     text: [
       `Logged in to ${active.iamUrl} as ${email}`,
-      platformId ? `Platform: ${platformId} (role: ${role || "none"})` : role ? `Platform: none (role: ${role}, in an organization without a platform)` : "Platform: none (no organization yet)",
+      platformId
+        ? `Platform: ${platformId} (role: ${role || "none"})`
+        : role
+          ? `Platform: none (role: ${role}, in an organization without a platform; core org list shows your others)`
+          : `Platform: none (no organization yet: set one up at ${active.iamUrl}/onboarding, or accept an invitation)`,
       // IAM states no expiry for an API key made without one
       `Token expires: ${expiresAt || (isApiKey(active.token) ? "never (an API key without expiry)" : "not stated")}`,
       `Credential: ${credential}`,
     ].join("\n"),
-    json: { email, platformId, role, expiresAt, iamUrl: active.iamUrl, source: active.source, credential },
+    // what IAM leaves empty is null for scripts, never ""
+    json: { email, platformId: platformId || null, role: role || null, expiresAt: expiresAt || null, iamUrl: active.iamUrl, source: active.source, credential },
   };
 }
+
+/** A session token (32 letters and digits) or an API key (`core_` and 64 letters): what IAM issues. */
+const TOKEN_SHAPE = /^(?:[A-Za-z0-9]{32}|core_[A-Za-z]{64})$/;
 
 /** Who IAM says `token` stands for; `source` names the token in the failure when IAM refuses it. */
 export async function identityOf(ctx: Context, iamUrl: string, token: string, source: string): Promise<Identity> {
@@ -42,6 +50,9 @@ export async function identityOf(ctx: Context, iamUrl: string, token: string, so
   }
   if ("identity" in answer) return answer.identity;
   const detail = [answer.code, answer.message].filter(Boolean).join(": ");
-  if (answer.status === 401) throw failures.tokenNotAccepted(source, iamUrl, detail);
+  if (answer.status === 401) {
+    if (!TOKEN_SHAPE.test(token)) throw failures.tokenMalformed(source);
+    throw source === "the stored token" ? failures.tokenNotAccepted(source, iamUrl, detail) : failures.tokenNotValid(source, iamUrl, detail);
+  }
   throw failures.unexpectedAnswer(iamUrl, "whoami", answer.status, detail);
 }
