@@ -267,6 +267,25 @@ describe("core login", () => {
       const whoami = await runCli(core, ["whoami", "--json"], { env: { CORE_HOME: home } });
       expect(whoami.code).toBe(0);
       expect(JSON.parse(whoami.stdout)).toMatchObject({ email: ada.email, platformId: ada.platformId });
+      // the key never expires; the login ends when the file says, and whoami, status and the file agree
+      expect(JSON.parse(whoami.stdout).expiresAt).toBe(stored.expiresAt);
+      const text = await runCli(core, ["whoami"], { env: { CORE_HOME: home } });
+      expect(text.stdout).toContain(`Token expires: ${stored.expiresAt} (this login; the API key itself never expires)`);
+      const status = await runCli(core, ["status"], { env: { CORE_HOME: home } });
+      expect(status.stdout).toContain(`  expires:  ${stored.expiresAt} (valid; an API key's own expiry: core whoami)`);
+    });
+
+    it("an API key with its own expiry: the file, whoami and status give the key's expiry", async () => {
+      const ada = await userWithPlatform(live.iam);
+      const { key } = await createApiKey(live.iam, ada, { name: "ci", expiresIn: 10 * 86_400 });
+      const home = freshHome();
+      expect((await runCli(core, ["login", "--token", key, "--iam-url", live.iamUrl], { env: { CORE_HOME: home } })).code).toBe(0);
+      const stored = credentialsOf(home);
+      expect(Date.parse(stored.expiresAt)).toBeLessThan(Date.now() + 11 * DAY_MS);
+      expect(Date.parse(stored.expiresAt)).toBeGreaterThan(Date.now() + 9 * DAY_MS);
+      expect(JSON.parse((await runCli(core, ["whoami", "--json"], { env: { CORE_HOME: home } })).stdout).expiresAt).toBe(stored.expiresAt);
+      expect((await runCli(core, ["whoami"], { env: { CORE_HOME: home } })).stdout).toContain(`Token expires: ${stored.expiresAt}\n`);
+      expect((await runCli(core, ["status"], { env: { CORE_HOME: home } })).stdout).toContain(`  expires:  ${stored.expiresAt} (valid`);
     });
 
     it("refuses an API key IAM does not know, exit 1, and stores nothing", async () => {

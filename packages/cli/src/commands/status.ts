@@ -1,6 +1,7 @@
 import { activeCredential, type Context, type Outcome } from "../context.js";
 import { hasExpired, type Credential } from "../credentials.js";
 import { failures } from "../failures.js";
+import { isApiKey } from "../http.js";
 
 /** `core status`: which credential commands use and where it is kept. Reads only; asks no server. */
 export async function status(ctx: Context): Promise<Outcome> {
@@ -23,7 +24,7 @@ export async function status(ctx: Context): Promise<Outcome> {
       `  account:  ${stored.email}`,
       `  platform: ${stored.platformId ? `${stored.platformId} (role: ${stored.role || "none"})` : "none"}`,
       `  IAM:      ${stored.iamUrl}`,
-      `  expires:  ${stored.expiresAt} (${expiryNote(expired, refreshable)})`,
+      `  expires:  ${stored.expiresAt} (${expiryNote(expired, refreshable)}${isApiKey(stored.token) ? "; an API key's own expiry: core whoami" : ""})`,
       `  obtained: ${refreshable ? "device login (refreshable)" : "core login --token"}`,
     ].join("\n"),
     json: { source: "file", credentialsPath: path, ...publicFields(stored), expired, refreshable },

@@ -17,8 +17,13 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
     throw failures.storedTokenExpired(active.stored.email, active.stored.expiresAt, active.stored.refreshToken !== null);
   }
 
-  const { email, platformId, role, expiresAt } = await identityOf(ctx, active.iamUrl, active.token, describeSource(active));
+  const identity = await identityOf(ctx, active.iamUrl, active.token, describeSource(active));
+  const { email, platformId, role } = identity;
   const credential = active.source === "env" ? "CORE_TOKEN" : ctx.settings.credentialsPath;
+  // an API key without expiry stored by core login --token is kept for 30 days (spec §4.8): that is
+  // when this login ends, as core status says too; the key itself lives on
+  const keptUntil = active.source === "file" && isApiKey(active.token) && !identity.expiresAt ? active.stored.expiresAt : null;
+  const expiresAt = keptUntil ?? identity.expiresAt;
   return {
     text: [
       `Logged in to ${active.iamUrl} as ${email}`,
@@ -28,7 +33,7 @@ export async function whoami(ctx: Context, options: { iamUrl?: string }): Promis
           ? `Platform: none (role: ${role}, in an organization without a platform; core org list shows your others)`
           : `Platform: none (no organization yet: set one up at ${active.iamUrl}/onboarding, or accept an invitation)`,
       // IAM states no expiry for an API key made without one
-      `Token expires: ${expiresAt || (isApiKey(active.token) ? "never (an API key without expiry)" : "not stated")}`,
+      `Token expires: ${keptUntil ? `${keptUntil} (this login; the API key itself never expires)` : expiresAt || (isApiKey(active.token) ? "never (an API key without expiry)" : "not stated")}`,
       `Credential: ${credential}`,
     ].join("\n"),
     // what IAM leaves empty is null for scripts, never ""
