@@ -19,7 +19,7 @@ describe("the core package", () => {
 
   it("npm pack gives a tarball that installs a working core outside the repository", async () => {
     const out = scratchDir("pack");
-    // `npm pack` runs the package's prepare script, which bundles dist/core.js (and says so first)
+    // `npm pack` runs prepare and prepack (scripts/cli-pack.mjs), which bundle dist/core.js and pack a manifest without scripts
     const { stdout } = await npm(["pack", "--json", "--pack-destination", out], cliDir);
     const packed = JSON.parse(stdout.slice(stdout.indexOf("[")))[0];
     expect(packed.files.map((f: { path: string }) => f.path).sort()).toEqual(["README.md", "dist/core.js", "package.json"]);
@@ -29,6 +29,13 @@ describe("the core package", () => {
     await npm(["install", "--global", "--prefix", prefix, "--offline", "--no-audit", "--no-fund", join(out, packed.filename)], tmpdir());
     const installed = join(prefix, "lib/node_modules/@core/cli");
     expect(readdirSync(installed).sort()).toEqual(["README.md", "dist", "package.json"]);
+    // the repository's build scripts stay in the repository: the shipped manifest has none
+    const shipped = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"));
+    expect(shipped.scripts).toBeUndefined();
+    expect(shipped).toMatchObject({ name: "@core/cli", version: packed.version, bin: { core: "dist/core.js" } });
+    // and packing left the repository's own manifest as it was
+    expect(JSON.parse(readFileSync(join(cliDir, "package.json"), "utf8")).scripts.prepare).toBe("node ../../scripts/build.mjs --cli");
+    expect(readdirSync(cliDir)).not.toContain("package.json.repository");
 
     const core = join(prefix, "bin/core");
     const version = await run(core, ["--version"]);
