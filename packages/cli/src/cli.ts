@@ -283,6 +283,45 @@ Prints only the token, for other tools: curl -H "authorization: Bearer $(core to
   billing: BILLING,
 };
 
+/**
+ * The command a mistyped word most likely meant: a command within two edits (one for short words),
+ * or one the word begins or ends (`stack` → `stacks`). Null when nothing is close.
+ */
+export function nearest(typed: string, candidates: string[]): string | null {
+  const word = typed.toLowerCase();
+  let best: { name: string; distance: number } | null = null;
+  for (const name of candidates) {
+    const distance = name.startsWith(word) || word.startsWith(name) ? Math.abs(name.length - word.length) * 0.5 : editDistance(word, name);
+    if (distance <= (word.length <= 4 ? 1 : 2) && (!best || distance < best.distance)) best = { name, distance };
+  }
+  return best?.name ?? null;
+}
+
+/** A top-level word: a command near it, else a group's command of that very name (`core invoices` → `core billing invoices`). */
+function nearestCommand(typed: string): string | null {
+  const near = nearest(typed, Object.keys(COMMANDS));
+  if (near) return near;
+  for (const [group, entry] of Object.entries(COMMANDS)) {
+    if ("commands" in entry && entry.commands[typed]) return `${group} ${typed}`;
+  }
+  return null;
+}
+
+/** Levenshtein distance with adjacent transpositions (`lsit` is one edit from `list`). */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) rows[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1);
+      rows[i]![j] = d;
+    }
+  }
+  return rows[a.length]![b.length]!;
+}
+
 const COMMON_OPTIONS = { json: { type: "boolean" as const }, help: { type: "boolean" as const, short: "h" } };
 
 const HELP = `core ${VERSION}: sign in to the Core control plane from a terminal or a CI job
@@ -337,7 +376,10 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       return 0;
     }
     const found = COMMANDS[name];
-    if (!found) throw failures.usage(name.startsWith("-") ? `Unknown option ${name}` : `Unknown command "${name}"`);
+    if (!found) {
+      if (name.startsWith("-")) throw failures.usage(`Unknown option ${name}`);
+      throw failures.unknownCommand(name, nearestCommand(name));
+    }
     let command: Command;
     let label = name;
     let args = rest;
@@ -348,7 +390,11 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
         return 0;
       }
       if (sub === undefined) throw failures.usage(`Missing a command: core ${name} ${Object.keys(found.commands).join("|")}`, name);
-      if (!found.commands[sub]) throw failures.usage(sub.startsWith("-") ? `Unknown option ${sub}` : `Unknown command "${name} ${sub}"`, name);
+      if (!found.commands[sub]) {
+        if (sub.startsWith("-")) throw failures.usage(`Unknown option ${sub}`, name);
+        const near = nearest(sub, Object.keys(found.commands));
+        throw failures.unknownCommand(sub, near && `${name} ${near}`, name);
+      }
       command = found.commands[sub];
       label = `${name} ${sub}`;
       args = rest.slice(1);

@@ -121,6 +121,12 @@ export const failures = {
     new CliFailure("usage", `Invalid ${server} address "${value}" (from ${from}): expected http://host[:port] or https://host[:port].`),
   invalidSetting: (name: string, value: string, expected: string) => new CliFailure("usage", `${name} must be ${expected}, got "${value}".`),
   usage: (message: string, command?: string) => new CliFailure("usage", `${message}. Run: core ${command ? `${command} ` : ""}--help`),
+  /** `typed` is not a command (of `group`, when given); `nearest` is the command it most likely meant */
+  unknownCommand: (typed: string, nearest: string | null, group?: string) =>
+    new CliFailure(
+      "usage",
+      `Unknown command "${group ? `${group} ` : ""}${typed}".${nearest ? ` Did you mean: core ${nearest}?` : ""} Run: core ${group ? `${group} ` : ""}--help`,
+    ),
 };
 
 /** VALIDATION_ERROR names the failing fields in `details`, one `{ path, message }` each (DESIGN §3). */

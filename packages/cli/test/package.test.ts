@@ -68,10 +68,25 @@ describe("the core package", () => {
     const core = join(cliDir, "dist/core.js");
     const help = await runCli(core, ["--help"]);
     expect(help.code).toBe(0);
-    for (const command of ["login", "logout", "whoami", "status", "token"]) expect(help.stdout).toContain(`  ${command} `);
+    for (const command of ["login", "logout", "whoami", "status", "token", "org", "stacks", "billing"]) expect(help.stdout).toContain(`  ${command} `);
     for (const variable of ["CORE_TOKEN", "CORE_IAM_URL", "CORE_HOME", "CORE_LOGIN_TIMEOUT_SECONDS", "CORE_DEBUG"]) expect(help.stdout).toContain(variable);
     expect((await runCli(core, ["login", "--help"])).stdout).toMatch(/^Usage: core login \[--token <token> \| --token -\] \[--iam-url <url>\]/);
     expect((await runCli(core, ["frobnicate"])).stderr).toBe('Unknown command "frobnicate". Run: core --help\n');
+    // a near miss names the command it most likely meant
+    const suggestions: [string[], string][] = [
+      [["stack", "list"], 'Unknown command "stack". Did you mean: core stacks? Run: core --help\n'],
+      [["logn"], 'Unknown command "logn". Did you mean: core login? Run: core --help\n'],
+      [["whoamii"], 'Unknown command "whoamii". Did you mean: core whoami? Run: core --help\n'],
+      [["invoices"], 'Unknown command "invoices". Did you mean: core billing invoices? Run: core --help\n'],
+      [["stacks", "lsit"], 'Unknown command "stacks lsit". Did you mean: core stacks list? Run: core stacks --help\n'],
+      [["billing", "upgrde", "growth"], 'Unknown command "billing upgrde". Did you mean: core billing upgrade? Run: core billing --help\n'],
+      [["org", "swtich", "acme"], 'Unknown command "org swtich". Did you mean: core org switch? Run: core org --help\n'],
+    ];
+    for (const [args, message] of suggestions) {
+      const done = await runCli(core, args);
+      expect(done.code, args.join(" ")).toBe(1);
+      expect(done.stderr).toBe(message);
+    }
     expect((await runCli(core, ["whoami", "--token", "x"])).stderr).toBe("Unknown option --token. Run: core whoami --help\n");
   });
 });
