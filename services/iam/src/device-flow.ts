@@ -134,6 +134,15 @@ export class DeviceFlow {
     return row ?? null;
   }
 
+  /** A request this user decided (approved, since used, or denied): what the page after the decision shows. */
+  async decidedBy(id: string, userId: string): Promise<DeviceRequest | null> {
+    const [row] = await this.db
+      .select()
+      .from(deviceCodes)
+      .where(and(eq(deviceCodes.id, id), eq(deviceCodes.userId, userId), inArray(deviceCodes.status, ["approved", "consumed", "denied"])));
+    return row ?? null;
+  }
+
   /** RFC 8628 §3.4-3.5: one poll of the token endpoint. */
   async poll(deviceCode: string, clientId: string, requester: { ip: string | null; userAgent: string | null }): Promise<{ tokens: TokenAnswer; userId: string }> {
     const [row] = await this.db.select().from(deviceCodes).where(eq(deviceCodes.deviceCodeHash, digest(deviceCode)));

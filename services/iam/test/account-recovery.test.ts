@@ -115,8 +115,10 @@ describe.each(testDatabases())("verification, passwords and magic links on $name
       expect(await sessionWorks(ada.token)).toBe(false);
       expect(await sessionWorks(cli.access)).toBe(false);
       expect((await refresh(iam, cli.refresh)).status).toBe(400);
-      // the page it lands on says so, once
-      const account = await browser.get(landed.location!);
+      // the page it lands on says so, once: the landing sends it to the account, where the password is set
+      const home = await browser.get(pathOf(new URL(landed.location!, iam.config.iamUrl)));
+      expect(home.location).toBe("/account");
+      const account = await browser.get(home.location!);
       expect(account.status).toBe(200);
       expect(textOf(account.html)).toContain("its password was removed and its other sessions were signed out");
       expect(textOf((await browser.get("/account")).html)).not.toContain("its password was removed");
@@ -231,12 +233,13 @@ describe.each(testDatabases())("verification, passwords and magic links on $name
   });
 
   describe("IAM's own address in a browser", () => {
-    it("sends a signed-out browser to /sign-in and a signed-in one to /account, never a JSON 404", async () => {
+    it("sends a signed-out browser to /sign-in, someone in no organization to /onboarding and a member to /account, never a JSON 404", async () => {
       const out = await new PageBrowser(iam).get("/");
       expect([out.status, out.location]).toEqual([302, "/sign-in"]);
       const ada = await signUp(iam);
       const signedIn = await new PageBrowser(iam, ada.cookie).get("/");
-      expect([signedIn.status, signedIn.location]).toEqual([302, "/account"]);
+      expect([signedIn.status, signedIn.location]).toEqual([302, "/onboarding"]);
+      expect([(await new PageBrowser(iam, op.cookie).get("/")).location]).toEqual(["/account"]);
     });
 
     it("is where a magic link without a callback lands, which then leads to the account", async () => {
@@ -247,7 +250,8 @@ describe.each(testDatabases())("verification, passwords and magic links on $name
       const landed = await browser.get(pathOf(link));
       expect(landed.location).toBe(`${iam.config.iamUrl}/`);
       const home = await browser.get("/");
-      expect(home.location).toBe("/account");
+      // a new person (the link made the account): onboarding comes first
+      expect(home.location).toBe("/onboarding");
     });
   });
 

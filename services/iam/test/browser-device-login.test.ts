@@ -80,6 +80,9 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     expect(await heading(page)).toBe("Device approved");
     expect(await page.getByRole("status").innerText()).toContain("Device approved — you can return to your terminal.");
     await look(page, "04-device-approved");
+    // a reload right after the success shows the success again, not "Code not found or expired"
+    await page.reload();
+    expect(await heading(page)).toBe("Device approved");
 
     const done = await cli.finished;
     expect(done.stdout.trim().split("\n").at(-1)).toBe(`Authenticated as ${person.email}`);
@@ -103,9 +106,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     await page.getByLabel("Email", { exact: true }).fill(returning.email);
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
-    expect(await heading(page)).toBe("Your account");
-
-    await page.goto(`${live.iamUrl}/onboarding`);
+    // someone in no organization lands on onboarding
     expect(await heading(page)).toBe("Set up your organization");
     const slug = uniqueSlug("browser");
     await page.getByLabel("Organization name").fill("Browser Works");
@@ -120,6 +121,10 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     const key = await page.locator("#new-api-key").innerText();
     expect(key).toMatch(/^core_/);
     await look(page, "06-account-new-api-key");
+    // a reload shows the list, not the key again, and makes no second key
+    await page.reload();
+    expect(await page.locator("#new-api-key").count()).toBe(0);
+    expect(await page.locator("section[aria-labelledby=keys-heading] li").count()).toBe(1);
     const keyValid = async () => (await call(live.iam, "POST", "/api/core/apikey/validate", { token: await serviceToken(live.iam), body: { key } })).body.valid;
     expect(await keyValid()).toBe(true);
 
@@ -179,7 +184,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     await page.getByLabel("Email", { exact: true }).fill(person.email);
     await page.getByLabel("Password", { exact: true }).fill("a-brand-new-password");
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
-    expect(await heading(page)).toBe("Your account");
+    expect(await heading(page)).toBe("Set up your organization");
   }, 90_000);
 
   it("signs in on a phone-sized screen and denies: core login prints `Access denied.` and exits 1", async () => {

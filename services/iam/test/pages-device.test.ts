@@ -87,7 +87,12 @@ describe.each(testDatabases())("the /device activation page on $name", ({ open }
   it("approves: the page says so and the CLI's next poll gets its tokens", async () => {
     const device = await startFromCli(iam);
     const ada = await signUp(iam);
-    const r = await decide(new PageBrowser(iam, ada.cookie), device.user_code, "approve");
+    const browser = new PageBrowser(iam, ada.cookie);
+    const posted = await decide(browser, device.user_code, "approve");
+    // POST/redirect/GET: the result is a page of its own
+    expect(posted.status).toBe(303);
+    expect(posted.location).toMatch(/^\/device\/decided\/[A-Za-z0-9_-]+$/);
+    const r = await browser.get(posted.location!);
     expect(r.status).toBe(200);
     expect(r.html).toContain("<h1>Device approved</h1>");
     expect(textOf(r.html)).toContain("Device approved — you can return to your terminal.");
@@ -95,12 +100,32 @@ describe.each(testDatabases())("the /device activation page on $name", ({ open }
     expect(polled.status).toBe(200);
     const whoami = await call(iam, "POST", "/api/v1/cli/whoami", { token: polled.body.access_token });
     expect(whoami.body.email).toBe(ada.email);
+    // a reload, after the CLI took its tokens too, shows the same success
+    const reloaded = await browser.get(posted.location!);
+    expect(reloaded.status).toBe(200);
+    expect(reloaded.html).toContain("<h1>Device approved</h1>");
+  });
+
+  it("shows a decision only to the person who made it: anyone else's or an unknown one is 404", async () => {
+    const device = await startFromCli(iam);
+    const ada = await signUp(iam);
+    const posted = await decide(new PageBrowser(iam, ada.cookie), device.user_code, "approve");
+    const bob = await signUp(iam);
+    const theirs = await new PageBrowser(iam, bob.cookie).get(posted.location!);
+    expect(theirs.status).toBe(404);
+    expect(theirs.html).toContain("<h1>No such sign-in</h1>");
+    expect((await new PageBrowser(iam, ada.cookie).get("/device/decided/nothing-here")).status).toBe(404);
+    // signed out: sign in first
+    expect((await new PageBrowser(iam).get(posted.location!)).location).toBe("/sign-in?next=%2Fdevice");
   });
 
   it("denies: the page says 'Request denied' and the CLI's next poll gets access_denied", async () => {
     const device = await startFromCli(iam);
     const ada = await signUp(iam);
-    const r = await decide(new PageBrowser(iam, ada.cookie), device.user_code, "deny");
+    const browser = new PageBrowser(iam, ada.cookie);
+    const posted = await decide(browser, device.user_code, "deny");
+    expect(posted.status).toBe(303);
+    const r = await browser.get(posted.location!);
     expect(r.status).toBe(200);
     expect(r.html).toContain("<h1>Request denied</h1>");
     const polled = await pollToken(iam, device.device_code);
@@ -121,7 +146,7 @@ describe.each(testDatabases())("the /device activation page on $name", ({ open }
     const expiring = await startFromCli(iam);
     const answered = await startFromCli(iam);
     const confirm = await browser.get(`/device?user_code=${answered.user_code}`);
-    expect((await browser.post("/device", { ...hiddenFields(confirm.html, "/device"), decision: "approve" })).status).toBe(200);
+    expect((await browser.post("/device", { ...hiddenFields(confirm.html, "/device"), decision: "approve" })).status).toBe(303);
     // the same confirm page submitted twice: the second answer finds nothing to answer
     const twice = await browser.post("/device", { ...hiddenFields(confirm.html, "/device"), decision: "deny" });
     expect(twice.status).toBe(404);

@@ -4,11 +4,12 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { ApiError, unauthenticated, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
-import { SESSION_COOKIES } from "../access.js";
+import { SESSION_COOKIES, sessionTokenFromCookie } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { account, user } from "../db/schema.js";
 import { membershipsOf, type Membership } from "../organizations.js";
+import { REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
 import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
@@ -362,9 +363,13 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
   app.get(
     "/",
     page(ctx, async (c) => {
-      const session = await pageSession(c, ctx);
-      if (!session) return c.redirect("/sign-in", 302);
-      const memberships = await membershipsOf(ctx.db, session.principal.userId);
+      // asked without taking the page's one-time notice: the page this sends to shows it
+      const token = sessionTokenFromCookie(c, ctx.session.secret);
+      const principal = token ? await ctx.principals.bySessionToken(token) : null;
+      if (!principal) return c.redirect("/sign-in", 302);
+      // a notice about the account (a magic link took its password) is read where the password is set
+      if (getCookie(c, REVOKED_NOTICE_COOKIE)) return c.redirect("/account", 302);
+      const memberships = await membershipsOf(ctx.db, principal.userId);
       return c.redirect(memberships.length === 0 ? "/onboarding" : "/account", 302);
     }),
   );

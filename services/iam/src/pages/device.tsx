@@ -137,13 +137,29 @@ export function devicePages(app: ServiceApp, ctx: IamContext) {
       if (decision !== "approve" && decision !== "deny") {
         return render(c, <MessagePage title="Choose Approve or Deny" viewer={viewer} kind="error" message="The form did not say whether to approve or deny." next={{ href: "/device", label: "Enter the code again" }} />, 400);
       }
+      let decided: DeviceRequest;
       try {
-        await decideDeviceLogin(c, ctx, caller.principal.userId, entered, decision === "approve");
+        decided = await decideDeviceLogin(c, ctx, caller.principal.userId, entered, decision === "approve");
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return render(c, <CodeNotFoundPage viewer={viewer} value={entered} />, 404);
         return pageFailure(c, ctx, err, viewer);
       }
-      if (decision === "deny") {
+      // POST/redirect/GET: the answer is a page of its own, so a reload shows it again
+      return c.redirect(`/device/decided/${encodeURIComponent(decided.id)}`, 303);
+    }),
+  );
+
+  app.get(
+    "/device/decided/:id",
+    page(ctx, async (c) => {
+      const session = await pageSession(c, ctx);
+      if (!session) return c.redirect(signInAddress("/device"), 302);
+      const { viewer } = session;
+      const decided = await ctx.deviceFlow.decidedBy(c.req.param("id") ?? "", session.principal.userId);
+      if (!decided) {
+        return render(c, <MessagePage title="No such sign-in" viewer={viewer} kind="error" message="This page shows a sign-in you approved or denied, and this one is not yours or does not exist." next={{ href: "/device", label: "Enter a code" }} />, 404);
+      }
+      if (decided.status === "denied") {
         return render(c, <MessagePage title="Request denied" viewer={viewer} kind="info" message="The device was not signed in. You can close this page." />);
       }
       return render(
