@@ -54,6 +54,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
     // not signed in: the sign-in page, on the way back to the code
     expect(new URL(page.url()).pathname).toBe("/sign-in");
     expect(await heading(page)).toBe("Sign in");
+    expect(await page.locator("#sign-in-purpose").innerText()).toBe("Sign in to approve the Core CLI (core login) on your computer.");
     expect(await page.evaluate("document.activeElement.id")).toBe("field-email");
     await page.keyboard.press("Tab");
     expect(await page.evaluate("document.activeElement.id")).toBe("field-password");
@@ -63,6 +64,7 @@ describe.skipIf(!hasChromium)("device login in a real browser (Chromium)", () =>
 
     await page.getByRole("link", { name: "Create an account" }).click();
     expect(await heading(page)).toBe("Create your account");
+    expect(await page.locator("#sign-in-purpose").innerText()).toBe("Create your account to approve the Core CLI (core login) on your computer.");
     await page.getByLabel("Your name").fill(person.name);
     await page.getByLabel("Email").fill(person.email);
     await page.getByLabel("Password", { exact: true }).fill(PASSWORD);

@@ -76,6 +76,22 @@ describe.each(testDatabases())("sign-in, sign-up and sign-out pages on $name", (
     });
   });
 
+  describe("what asked for the sign-in", () => {
+    it("says that signing in approves the CLI when core login sent the browser, on sign-in and sign-up, without reading the code", async () => {
+      const browser = new PageBrowser(iam);
+      const page = await browser.get(`/sign-in?next=${encodeURIComponent("/device?user_code=BCDF-GHJK")}`);
+      expect(page.html).toContain('<p class="lead" id="sign-in-purpose">Sign in to approve the Core CLI (core login) on your computer.</p>');
+      expect(page.html).not.toContain("BCDF-GHJK</");
+      const signUpPage = await browser.get(`/sign-up?next=${encodeURIComponent("/device")}`);
+      expect(textOf(signUpPage.html)).toContain("Create your account to approve the Core CLI (core login) on your computer.");
+      expect((await browser.get(`/sign-in?next=${encodeURIComponent("/invitations/inv_1")}`)).html).toContain("Sign in to answer your invitation");
+      // nothing is said for a plain sign-in or one that leads elsewhere
+      expect((await browser.get("/sign-in")).html).not.toContain("sign-in-purpose");
+      expect((await browser.get(`/sign-in?next=${encodeURIComponent("/account")}`)).html).not.toContain("sign-in-purpose");
+      expect((await browser.get(`/sign-in?next=${encodeURIComponent("/devices-elsewhere")}`)).html).not.toContain("sign-in-purpose");
+    });
+  });
+
   describe("POST /sign-in", () => {
     it("signs in with the right password: 303 to next with the session cookie", async () => {
       const ada = await signUp(iam);

@@ -24,10 +24,27 @@ function SignedOutFormStart(props: { csrf: string; next: string | null; error?: 
   );
 }
 
+/**
+ * What asked for the sign-in, from where it leads afterwards: a person sent here by `core login`
+ * should see that signing in is for approving the CLI. Only the path is read, never the code in it.
+ */
+export function purposeOf(next: string | null): string | null {
+  const path = next?.split(/[?#]/)[0] ?? "";
+  if (path === "/device" || path.startsWith("/device/")) return "Sign in to approve the Core CLI (core login) on your computer.";
+  if (path.startsWith("/invitations/")) return "Sign in to answer your invitation: with the address it was sent to.";
+  return null;
+}
+
 function SignInPage(props: { csrf: string; next: string | null; email?: string; notice?: Notice; passwordError?: string | null; linkError?: string | null }) {
   const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
+  const purpose = purposeOf(props.next);
   return (
     <Layout title="Sign in">
+      {purpose ? (
+        <p class="lead" id="sign-in-purpose">
+          {purpose}
+        </p>
+      ) : null}
       {props.notice ? <Alert kind={props.notice.kind}>{props.notice.text}</Alert> : null}
       <section class="card" aria-labelledby="password-heading">
         <h2 id="password-heading">With your password</h2>
@@ -61,8 +78,14 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
 function SignUpPage(props: { csrf: string; next: string | null; name?: string; email?: string; error?: string | null }) {
   const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
   const describedBy = props.error ? "sign-up-error" : null;
+  const purpose = purposeOf(props.next)?.replace(/^Sign in/, "Create your account");
   return (
     <Layout title="Create your account">
+      {purpose ? (
+        <p class="lead" id="sign-in-purpose">
+          {purpose}
+        </p>
+      ) : null}
       <div class="card">
         <form method="post" action="/sign-up">
           <SignedOutFormStart csrf={props.csrf} next={props.next} error={props.error} errorId="sign-up-error" />

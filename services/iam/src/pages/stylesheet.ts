@@ -32,6 +32,7 @@ h1 { font-size: 1.5rem; line-height: 1.25; margin: 0 0 1rem; }
 h2 { font-size: 1.125rem; margin: 0 0 .75rem; }
 p { margin: 0 0 1rem; }
 .muted { color: #4b5563; }
+.lead { font-size: 1.0625rem; }
 label { display: block; font-weight: 600; margin-bottom: .25rem; }
 .field { margin-bottom: 1rem; }
 .hint { display: block; color: #4b5563; font-size: .875rem; margin-top: .25rem; }
