@@ -282,7 +282,16 @@ export function createAuth(deps: AuthDeps) {
         creatorRole: "owner",
         invitationExpiresIn: config.invitationSeconds,
         sendInvitationEmail: async (data) => {
-          await deps.mailer.send(invitationMail(config.iamUrl, data.email, data.organization.name, data.id));
+          await deps.mailer.send(
+            invitationMail(config.iamUrl, {
+              email: data.email,
+              orgName: data.organization.name,
+              invitationId: data.id,
+              role: String(data.role ?? "member"),
+              inviter: { name: data.inviter.user.name, email: data.inviter.user.email },
+              expiresAt: new Date(data.invitation.expiresAt),
+            }),
+          );
         },
         schema: {
           organization: {
@@ -348,13 +357,16 @@ export function passwordChangedMail(iamUrl: string, email: string) {
   };
 }
 
-export function invitationMail(iamUrl: string, email: string, orgName: string, invitationId: string) {
+/** The invitation mail: who invites to what with which role, and the page that answers it. */
+export function invitationMail(iamUrl: string, invite: { email: string; orgName: string; invitationId: string; role: string; inviter: { name: string; email: string }; expiresAt: Date }) {
+  const role = invite.role || "member";
   return {
-    to: email,
-    subject: `You are invited to ${orgName} on Core`,
+    to: invite.email,
+    subject: `${invite.inviter.name} invites you to ${invite.orgName} on Core`,
     text:
-      `You have been invited to join ${orgName} on Core.\n\n` +
-      `Sign in (or sign up with this address) at ${iamUrl}, then accept the invitation ${invitationId}:\n` +
-      `  POST ${iamUrl}/api/auth/organization/accept-invitation  {"invitationId":"${invitationId}"}\n`,
+      `${invite.inviter.name} (${invite.inviter.email}) invites you to join ${invite.orgName} on Core as ${/^[aeiou]/.test(role) ? "an" : "a"} ${role}.\n\n` +
+      `Accept or decline here (sign in, or create an account, with ${invite.email}):\n` +
+      `  ${iamUrl}/invitations/${invite.invitationId}\n\n` +
+      `The invitation is open until ${invite.expiresAt.toISOString().slice(0, 10)}. If you did not expect it, ignore this mail.\n`,
   };
 }

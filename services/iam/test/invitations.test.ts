@@ -172,8 +172,12 @@ describe.each(testDatabases())("invitations on $name", ({ open }) => {
       const r = await invite(orgId, owner, { email });
       const mail = iam.mailer.sent.find((m) => m.to === email);
       expect(mail).toBeDefined();
-      expect(mail!.subject).toContain(`Tenant ${slug}`);
-      expect(mail!.text).toContain(r.body.id);
+      expect(mail!.subject).toBe(`${owner.email.split("@")[0]} invites you to Tenant ${slug} on Core`);
+      // a link to the invitation's page, who invites with which role, and no JSON to post by hand
+      expect(mail!.text).toContain(`${iam.config.iamUrl}/invitations/${r.body.id}\n`);
+      expect(mail!.text).toContain(`(${owner.email}) invites you to join Tenant ${slug} on Core as a member.`);
+      expect(mail!.text).not.toContain("POST");
+      expect(mail!.text).not.toContain("invitationId");
     });
 
     it("stores the email in lower case", async () => {

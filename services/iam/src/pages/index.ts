@@ -3,6 +3,7 @@ import type { IamContext } from "../app.js";
 import { accountPages } from "./account.js";
 import { devicePages } from "./device.js";
 import { STYLESHEET_PATH } from "./layout.js";
+import { invitationPages } from "./invitations.js";
 import { onboardingPages } from "./onboarding.js";
 import { passwordPages } from "./password.js";
 import { verifyEmailPages } from "./verify-email.js";
@@ -10,7 +11,7 @@ import { signInPages } from "./sign-in.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
-export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email)(\/|$)/.test(path);
+export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email|invitations)(\/|$)/.test(path);
 
 /**
  * The browser pages IAM serves (issue 3): server-rendered HTML, no script, CSRF tokens on every
@@ -24,4 +25,5 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   accountPages(app, ctx);
   passwordPages(app, ctx);
   verifyEmailPages(app, ctx);
+  invitationPages(app, ctx);
 }

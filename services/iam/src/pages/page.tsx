@@ -25,7 +25,7 @@ const PAGE_HEADERS: Record<string, string> = {
   "x-content-type-options": "nosniff",
 };
 
-export async function render(c: Context, page: Markup, status: 200 | 400 | 401 | 403 | 404 | 409 | 422 | 429 | 500 | 502 | 503 = 200) {
+export async function render(c: Context, page: Markup, status: 200 | 400 | 401 | 403 | 404 | 409 | 410 | 422 | 429 | 500 | 502 | 503 = 200) {
   for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
   return c.html(html`<!DOCTYPE html>${await page}`, status);
 }

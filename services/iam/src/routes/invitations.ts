@@ -150,7 +150,10 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
           inviterId,
         })
         .returning();
-      await ctx.mailer.send(invitationMail(ctx.config.iamUrl, email, org.name, row!.id));
+      const [from] = await ctx.db.select({ name: user.name, email: user.email }).from(user).where(eq(user.id, inviterId));
+      await ctx.mailer.send(
+        invitationMail(ctx.config.iamUrl, { email, orgName: org.name, invitationId: row!.id, role: input.role, inviter: from ?? { name: "Someone", email: "" }, expiresAt: row!.expiresAt }),
+      );
       await ctx.audit.record({
         action: "invitation.create",
         outcome: "success",
