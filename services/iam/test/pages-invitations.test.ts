@@ -119,6 +119,21 @@ describe.each(testDatabases())("the invitation page on $name", ({ open }) => {
     expect((await new PageBrowser(iam, bob.cookie).get(inv.address)).html).toContain('action="/invitations/');
   });
 
+  it("lists what waits for the address on /account and on onboarding, each linking to its page", async () => {
+    const inv = await invited("admin");
+    const bob = await signUpAs(inv.email);
+    const browser = new PageBrowser(iam, bob.cookie);
+    for (const path of ["/account", "/onboarding"]) {
+      const page = await browser.get(path);
+      expect(textOf(page.html)).toContain(`Tenant ${inv.slug} ${inv.slug} admin · from ${inv.owner.email.split("@")[0]} · open until`);
+      expect(page.html).toContain(`href="${inv.address}"`);
+    }
+    // answered, it is gone from both
+    const page = await browser.get(inv.address);
+    await browser.post(`${inv.address}/decline`, hiddenFields(page.html, `${inv.address}/decline`));
+    for (const path of ["/account", "/onboarding"]) expect((await browser.get(path)).html).not.toContain(`href="${inv.address}"`);
+  });
+
   it("lists the pending invitations of an address, newest first, and none once answered", async () => {
     const email = uniqueEmail("twice");
     const first = await invited("member", email);

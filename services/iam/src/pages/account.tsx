@@ -8,6 +8,7 @@ import { SESSION_COOKIES, sessionTokenFromCookie } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { account, user } from "../db/schema.js";
+import { pendingInvitationsFor, type InvitationView } from "../invitation-view.js";
 import { membershipsOf, type Membership } from "../organizations.js";
 import { REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
@@ -34,6 +35,8 @@ interface AccountView {
   hasPassword: boolean;
   /** every organization the viewer is in, the one this session acts in marked */
   memberships: (Membership & { active: boolean })[];
+  /** invitations waiting for the viewer's address */
+  invitations: InvitationView[];
   sessions: Awaited<ReturnType<typeof activeSessions>>;
   apiKeys: ApiKeyItem[] | null;
 }
@@ -88,6 +91,28 @@ export function describeAgent(agent: string | null): string {
   const os = /Windows/.test(agent) ? "Windows" : /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS" : /Mac OS X/.test(agent) ? "macOS" : /Linux/.test(agent) ? "Linux" : null;
   if (browser) return os ? `${browser} on ${os}` : browser;
   return agent.length > 60 ? `${agent.slice(0, 57)}...` : agent;
+}
+
+/** Invitations waiting for the viewer, each a link to the page that answers it. */
+export function PendingInvitations(props: { invitations: InvitationView[] }) {
+  return (
+    <ul class="items">
+      {props.invitations.map((i) => (
+        <li>
+          <div class="item-text">
+            <strong>{i.organization.name}</strong> <code>{i.organization.slug}</code>
+            <br />
+            <span class="muted">
+              {i.role} · from {i.inviter.name} · open until {day(i.expiresAt)}
+            </span>
+          </div>
+          <a href={`/invitations/${i.id}`} aria-label={`Answer the invitation to ${i.organization.name}`}>
+            Answer
+          </a>
+        </li>
+      ))}
+    </ul>
+  );
 }
 
 function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
@@ -203,6 +228,12 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
             </ul>
           </>
         )}
+        {view.invitations.length > 0 ? (
+          <>
+            <h3 id="invitations">Invitations waiting for you</h3>
+            <PendingInvitations invitations={view.invitations} />
+          </>
+        ) : null}
         <p>
           <a href="/onboarding">Set up {view.memberships.length > 0 ? "another" : "an"} organization</a>
         </p>
@@ -312,6 +343,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       .from(account)
       .where(and(eq(account.userId, principal.userId), eq(account.providerId, "credential"), isNotNull(account.password)));
     const memberships = (await membershipsOf(ctx.db, principal.userId)).map((m) => ({ ...m, active: m.orgId === principal.orgId }));
+    const invitations = await pendingInvitationsFor(ctx.db, principal.email ?? "", ctx.clock.now());
     const listed = await callAuthLibraryAs(c, ctx, "GET", "/api-key/list");
     const apiKeys = listed.ok ? ((await listed.json()) as { apiKeys: ApiKeyItem[] }).apiKeys : null;
     apiKeys?.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt));
@@ -322,6 +354,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       emailVerified: row.emailVerified,
       hasPassword: password !== undefined,
       memberships,
+      invitations,
       sessions: await activeSessions(ctx, principal),
       apiKeys,
     };

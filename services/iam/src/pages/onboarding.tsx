@@ -1,6 +1,8 @@
 import { ApiError, type ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
+import { pendingInvitationsFor, type InvitationView } from "../invitation-view.js";
 import { OrgSetupInput, setUpOrganization } from "../routes/org-setup.js";
+import { PendingInvitations } from "./account.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
 import { page, pageFailure, pageSession, render, sessionForm, signInAddress } from "./page.js";
 
@@ -10,10 +12,16 @@ interface OnboardingErrors {
   form?: string;
 }
 
-function OnboardingPage(props: { viewer: Viewer; name?: string; slug?: string; errors?: OnboardingErrors }) {
+function OnboardingPage(props: { viewer: Viewer; invitations: InvitationView[]; name?: string; slug?: string; errors?: OnboardingErrors }) {
   const errors = props.errors ?? {};
   return (
     <Layout title="Set up your organization" viewer={props.viewer}>
+      {props.invitations.length > 0 ? (
+        <section class="card" aria-labelledby="invitations-heading">
+          <h2 id="invitations-heading">Or join an organization that invited you</h2>
+          <PendingInvitations invitations={props.invitations} />
+        </section>
+      ) : null}
       <div class="card">
         <p>This creates your organization and its platform, with you as the owner.</p>
         {errors.form ? (
@@ -39,7 +47,7 @@ function OnboardingPage(props: { viewer: Viewer; name?: string; slug?: string; e
           <button type="submit">Create organization</button>
         </form>
         <p class="muted">
-          Invited to an organization instead? Open the link in the invitation mail. <a href="/account">Not now: go to your account</a>
+          Invited to an organization? Open the link in the invitation mail. <a href="/account">Not now: go to your account</a>
         </p>
       </div>
     </Layout>
@@ -53,12 +61,14 @@ const FIELD_MESSAGES = {
 
 /** The org-setup form (spec §4.3 `POST /api/core/org-setup`): the same checks and the same logic. */
 export function onboardingPages(app: ServiceApp, ctx: IamContext) {
+  const invitationsOf = (email: string | null) => pendingInvitationsFor(ctx.db, email ?? "", ctx.clock.now());
+
   app.get(
     "/onboarding",
     page(ctx, async (c) => {
       const session = await pageSession(c, ctx);
       if (!session) return c.redirect(signInAddress("/onboarding"), 302);
-      return render(c, <OnboardingPage viewer={session.viewer} />);
+      return render(c, <OnboardingPage viewer={session.viewer} invitations={await invitationsOf(session.principal.email)} />);
     }),
   );
 
@@ -67,7 +77,8 @@ export function onboardingPages(app: ServiceApp, ctx: IamContext) {
     page(ctx, async (c) => {
       const { caller, form, viewer } = await sessionForm(c, ctx);
       const entered = { name: (form.name ?? "").trim(), slug: (form.slug ?? "").trim() };
-      const again = (status: 400 | 409 | 502 | 503, errors: OnboardingErrors) => render(c, <OnboardingPage viewer={viewer} {...entered} errors={errors} />, status);
+      const again = async (status: 400 | 409 | 502 | 503, errors: OnboardingErrors) =>
+        render(c, <OnboardingPage viewer={viewer} invitations={await invitationsOf(caller.principal.email)} {...entered} errors={errors} />, status);
       const parsed = OrgSetupInput.safeParse(entered);
       if (!parsed.success) {
         const failing = new Set(parsed.error.issues.map((issue) => String(issue.path[0])));
