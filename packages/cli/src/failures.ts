@@ -6,14 +6,18 @@ import type { Refusal } from "./http.js";
  * `code` is what `--json` reports as `error.code`.
  */
 export class CliFailure extends Error {
+  /** UPPER_SNAKE, like the services' own codes (a service's code passes through as it is) */
+  readonly code: string;
+
   constructor(
-    readonly code: string,
+    code: string,
     message: string,
     /** more for `--json` (a server's status, requestId and details) */
     readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = "CliFailure";
+    this.code = code.toUpperCase();
   }
 }
 

@@ -242,7 +242,7 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
 
       const refused = await billing(ada, ["change-tier", "growth", "--json"]);
       expect(refused.code).toBe(1);
-      expect(JSON.parse(refused.stdout).error).toMatchObject({ code: "confirmation_needed", details: { preview: { currentTier: "starter", newTier: "growth" } } });
+      expect(JSON.parse(refused.stdout).error).toMatchObject({ code: "CONFIRMATION_NEEDED", details: { preview: { currentTier: "starter", newTier: "growth" } } });
     });
 
     it("on a terminal it asks \"Charge $X now? [y/N]\": y charges that amount", async () => {
@@ -384,7 +384,7 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
         expect(failed(await billing(ada, args, { CORE_BILLING_URL: closed }))).toBe(expected);
       }
       const done = await billing(ada, ["status", "--json"], { CORE_BILLING_URL: closed });
-      expect(JSON.parse(done.stdout)).toEqual({ error: { code: "billing_unreachable", message: expected } });
+      expect(JSON.parse(done.stdout)).toEqual({ error: { code: "BILLING_UNREACHABLE", message: expected } });
     });
 
     it("--billing-url wins over CORE_BILLING_URL; the default is http://localhost:4200; a bad address is refused", async () => {

@@ -81,12 +81,12 @@ describe("waitForApproval", () => {
 
   it("expired_token: Code expired. Run: core login", async () => {
     const failure = await failureOf(scenario((at) => (at < 10_000 ? pending : { error: "expired_token", status: 400 })).run);
-    expect(failure).toMatchObject({ code: "expired_token", message: "Code expired. Run: core login" });
+    expect(failure).toMatchObject({ code: "EXPIRED_TOKEN", message: "Code expired. Run: core login" });
   });
 
   it("access_denied: Access denied.", async () => {
     const failure = await failureOf(scenario(() => ({ error: "access_denied", status: 400 })).run);
-    expect(failure).toMatchObject({ code: "access_denied", message: "Access denied." });
+    expect(failure).toMatchObject({ code: "ACCESS_DENIED", message: "Access denied." });
   });
 
   it("any other OAuth error ends the login with IAM's words", async () => {
@@ -103,6 +103,6 @@ describe("waitForApproval", () => {
 
   it("treats 5xx answers like network failures", async () => {
     const failure = await failureOf(scenario(() => ({ error: "HTTP 502", status: 502 })).run);
-    expect(failure.code).toBe("iam_unreachable");
+    expect(failure.code).toBe("IAM_UNREACHABLE");
   });
 });

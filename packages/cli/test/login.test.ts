@@ -206,7 +206,7 @@ describe("core login", () => {
       await deny(live.iam, ada, userCode!);
       const done = await cli.finished;
       expect(done.code).toBe(1);
-      expect(JSON.parse(done.stdout)).toEqual({ error: { code: "access_denied", message: "Access denied." } });
+      expect(JSON.parse(done.stdout)).toEqual({ error: { code: "ACCESS_DENIED", message: "Access denied." } });
     });
   });
 

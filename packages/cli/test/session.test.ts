@@ -126,7 +126,7 @@ describe("core whoami, status, token, logout", () => {
       );
       expect(done.stderr).not.toContain("expired");
       const json = await runIn(freshHome(), ["whoami", "--json"], { CORE_TOKEN: "garbage", CORE_IAM_URL: live.iamUrl });
-      expect(JSON.parse(json.stdout).error.code).toBe("token_malformed");
+      expect(JSON.parse(json.stdout).error.code).toBe("TOKEN_MALFORMED");
     });
 
     it("a well-formed CORE_TOKEN IAM does not know: not valid here, with IAM's own answer", async () => {
