@@ -44,12 +44,16 @@ const STACKS_OPTIONS_HELP = `--registry-url <url>  stack registry address; else 
 const stacksOptions = (v: Values) => ({ registryUrl: v["registry-url"] as string | undefined, token: v.token as string | undefined });
 
 const STACKS: Group = {
-  summary: "Stack templates and their versions in the stack registry: list, show, publish, deprecate",
+  summary: "Stack templates and their versions in the stack registry: list, show, create, publish, deprecate",
   usage: `core stacks <command> [options]
 
   list                            the active stack templates
-  show <name>                     one template and its latest version
+  show <name> [<version>]         one template and its latest version, or one version with its definition
   versions <name>                 every published version of a template
+  create <name> --display-name <text> --description <text>
+                                  create a template (needs the stacks:publish permission: operators)
+  update <name> [--display-name <text>] [--description <text>] [--icon <url>] [--reactivate]
+                                  change a template's texts or icon, or make a deprecated one active again
   publish <name> <version> --definition <file.json> --sdk <semver>
                                   publish a version (needs the stacks:publish permission: operators)
   deprecate <name> [<version>]    deprecate a template, or only one of its versions
@@ -67,13 +71,15 @@ ${STACKS_OPTIONS_HELP}`,
       run: (ctx, v) => stacks.list(ctx, stacksOptions(v)),
     },
     show: {
-      summary: "One template and its latest version",
-      usage: `core stacks show <name> [--registry-url <url>] [--token <token>] [--json]
+      summary: "One template and its latest version, or one version with its definition",
+      usage: `core stacks show <name> [<version>] [--registry-url <url>] [--token <token>] [--json]
 
+Without <version>: the template and its latest version.
+With <version>: that version (deprecated ones too), with its stack definition.
 ${STACKS_OPTIONS_HELP}`,
       options: STACKS_OPTIONS,
-      args: ["name"],
-      run: (ctx, v, [name]) => stacks.show(ctx, stacksOptions(v), name!),
+      args: ["name", "version?"],
+      run: (ctx, v, [name, version]) => stacks.show(ctx, stacksOptions(v), name!, version),
     },
     versions: {
       summary: "Every published version of a template",
@@ -83,6 +89,48 @@ ${STACKS_OPTIONS_HELP}`,
       options: STACKS_OPTIONS,
       args: ["name"],
       run: (ctx, v, [name]) => stacks.versions(ctx, stacksOptions(v), name!),
+    },
+    create: {
+      summary: "Create a template",
+      usage: `core stacks create <name> --display-name <text> --description <text> [--icon <url>] [--domain <text>] [--registry-url <url>] [--token <token>] [--json]
+
+<name>                 1-64 lower-case letters, digits and hyphens; it never changes
+--display-name <text>  1-128 characters
+--description <text>   1-1024 characters
+--icon <url>           an icon address (optional)
+--domain <text>        what the stack is for, such as web or data (optional; it never changes)
+${STACKS_OPTIONS_HELP}`,
+      options: { ...STACKS_OPTIONS, "display-name": { type: "string" }, description: { type: "string" }, icon: { type: "string" }, domain: { type: "string" } },
+      args: ["name"],
+      run: (ctx, v, [name]) =>
+        stacks.create(ctx, stacksOptions(v), {
+          name: name!,
+          displayName: v["display-name"] as string | undefined,
+          description: v.description as string | undefined,
+          icon: v.icon as string | undefined,
+          domain: v.domain as string | undefined,
+        }),
+    },
+    update: {
+      summary: "Change a template's texts or icon, or reactivate it",
+      usage: `core stacks update <name> [--display-name <text>] [--description <text>] [--icon <url>] [--reactivate] [--registry-url <url>] [--token <token>] [--json]
+
+Only what is given changes; give at least one.
+--display-name <text>  1-128 characters
+--description <text>   1-1024 characters
+--icon <url>           an icon address; --icon "" clears it
+--reactivate           make a deprecated template active again: listed, and it takes new versions
+${STACKS_OPTIONS_HELP}`,
+      options: { ...STACKS_OPTIONS, "display-name": { type: "string" }, description: { type: "string" }, icon: { type: "string" }, reactivate: { type: "boolean" } },
+      args: ["name"],
+      run: (ctx, v, [name]) =>
+        stacks.update(ctx, stacksOptions(v), {
+          name: name!,
+          displayName: v["display-name"] as string | undefined,
+          description: v.description as string | undefined,
+          icon: v.icon as string | undefined,
+          reactivate: v.reactivate === true,
+        }),
     },
     publish: {
       summary: "Publish a version of a template",

@@ -41,6 +41,19 @@ export class StackRegistryClient {
     return this.call("GET", `/api/v1/stacks/${encodeURIComponent(name)}`, undefined, 200);
   }
 
+  create(body: { name: string; displayName: string; description: string; icon?: string; domain?: string }): Promise<Reply<{ id: string }>> {
+    return this.call("POST", "/api/v1/stacks", body, 201);
+  }
+
+  /** PATCH: only the fields given change; `status: "active"` reactivates a deprecated template. */
+  update(name: string, changes: { displayName?: string; description?: string; icon?: string; status?: "active" }): Promise<Reply<{ ok: true }>> {
+    return this.call("PATCH", `/api/v1/stacks/${encodeURIComponent(name)}`, changes, 200);
+  }
+
+  version(name: string, version: string): Promise<Reply<StackVersion>> {
+    return this.call("GET", `/api/v1/stacks/${encodeURIComponent(name)}/${encodeURIComponent(version)}`, undefined, 200);
+  }
+
   versions(name: string): Promise<Reply<{ data: StackVersion[]; total: number }>> {
     return this.call("GET", `/api/v1/stacks/${encodeURIComponent(name)}/versions`, undefined, 200);
   }

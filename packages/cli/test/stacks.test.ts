@@ -282,6 +282,136 @@ describe("core stacks", () => {
     });
   });
 
+  describe("create, update, show <name> <version>", () => {
+    const fresh = () => `new-${Date.now().toString(36)}-${++names}`;
+
+    it("create: POSTs the template with the texts given, says how to publish, and it is listed", async () => {
+      const name = fresh();
+      const before = registry.requests.length;
+      const done = await stacks(["create", name, "--display-name", "Web app", "--description", "A web app with a database", "--domain", "web", "--icon", "https://example.com/web.svg"]);
+      expect(done.stderr).toBe("");
+      expect(done.code).toBe(0);
+      expect(done.stdout).toMatch(new RegExp(`^Created the template ${name} \\("Web app"\\) at ${registry.url}: id \\S+\n`));
+      expect(done.stdout).toContain(`Publish its first version: core stacks publish ${name} <version> --definition <file.json> --sdk <semver>`);
+      expect(requestsSince(before)).toEqual([
+        {
+          method: "POST",
+          path: "/api/v1/stacks",
+          authorization: `Bearer ${registry.publisherToken}`,
+          body: { name, displayName: "Web app", description: "A web app with a database", domain: "web", icon: "https://example.com/web.svg" },
+        },
+      ]);
+      const shown = JSON.parse((await stacks(["show", name, "--json"])).stdout).template;
+      expect(shown).toMatchObject({ name, display_name: "Web app", description: "A web app with a database", domain: "web", icon: "https://example.com/web.svg", status: "active" });
+    });
+
+    it("create --json gives the id; icon and domain are optional and not sent when not given", async () => {
+      const name = fresh();
+      const before = registry.requests.length;
+      const done = await stacks(["create", name, "--display-name", "D", "--description", "d", "--json"]);
+      expect(done.code).toBe(0);
+      const json = JSON.parse(done.stdout);
+      expect(json).toEqual({ created: true, id: expect.any(String), name, registryUrl: registry.url });
+      expect(requestsSince(before)[0]!.body).toEqual({ name, displayName: "D", description: "d" });
+      expect(JSON.parse((await stacks(["show", name, "--json"])).stdout).template.id).toBe(json.id);
+    });
+
+    it("create: TEMPLATE_EXISTS says names are unique and points at show and update", async () => {
+      const name = await template();
+      const message = failed(await stacks(["create", name, "--display-name", "Again", "--description", "d"]));
+      expect(message).toContain(`Creating ${name} failed: TEMPLATE_EXISTS: `);
+      expect(message).toContain(`core stacks show ${name}`);
+      expect(message).toContain(`core stacks update ${name}`);
+    });
+
+    it("create: the registry's VALIDATION_ERROR names the field (a display name over 128 characters); FORBIDDEN for a reader", async () => {
+      const message = failed(await stacks(["create", fresh(), "--display-name", "x".repeat(129), "--description", "d"]));
+      expect(message).toContain("VALIDATION_ERROR");
+      expect(message).toContain("displayName");
+      const forbidden = failed(await stacks(["create", fresh(), "--display-name", "D", "--description", "d"], {}, readerHome));
+      expect(forbidden).toContain("FORBIDDEN");
+      expect(forbidden).toContain("stacks:publish");
+    });
+
+    it("create: the name, --display-name and --description are checked before anything is sent", async () => {
+      const before = registry.requests.length;
+      expect(failed(await stacks(["create", "Web_App", "--display-name", "D", "--description", "d"]))).toContain('Invalid template name "Web_App"');
+      expect(failed(await stacks(["create", fresh(), "--description", "d"]))).toBe("Missing --display-name <text>. Run: core stacks create --help");
+      expect(failed(await stacks(["create", fresh(), "--display-name", "D"]))).toBe("Missing --description <text>. Run: core stacks create --help");
+      expect(failed(await stacks(["create", "--display-name", "D", "--description", "d"]))).toBe("Missing <name>. Run: core stacks create --help");
+      expect(registry.requests.length).toBe(before);
+    });
+
+    it("update: PATCHes only the fields given, and they show", async () => {
+      const name = await template({ displayName: "Old", description: "Old text", icon: "https://example.com/old.svg" });
+      const before = registry.requests.length;
+      const done = await stacks(["update", name, "--display-name", "New name", "--description", "New text"]);
+      expect(done.code).toBe(0);
+      expect(done.stdout).toBe(`Updated ${name}: display name "New name", description.\n`);
+      expect(requestsSince(before)).toMatchObject([{ method: "PATCH", path: `/api/v1/stacks/${name}`, body: { displayName: "New name", description: "New text" } }]);
+      const shown = JSON.parse((await stacks(["show", name, "--json"])).stdout).template;
+      expect(shown).toMatchObject({ display_name: "New name", description: "New text", icon: "https://example.com/old.svg" });
+
+      const cleared = await stacks(["update", name, "--icon", "", "--json"]);
+      expect(JSON.parse(cleared.stdout)).toEqual({ ok: true, name, changed: ["icon"] });
+      expect(JSON.parse((await stacks(["show", name, "--json"])).stdout).template.icon).toBe("");
+    });
+
+    it("update --reactivate: a deprecated template is listed again and takes new versions", async () => {
+      const name = await template();
+      await stacks(["deprecate", name]);
+      expect(failed(await publish(name, "1.0.0"))).toContain(`core stacks update ${name} --reactivate`);
+
+      const before = registry.requests.length;
+      const done = await stacks(["update", name, "--reactivate"]);
+      expect(done.code).toBe(0);
+      expect(done.stdout).toBe(`Updated ${name}: active again (listed, and it takes new versions).\n`);
+      expect(requestsSince(before)).toMatchObject([{ method: "PATCH", body: { status: "active" } }]);
+      expect((await stacks(["list"])).stdout).toContain(`${name} `);
+      expect((await publish(name, "1.0.0")).code).toBe(0);
+    });
+
+    it("update: nothing to change is a usage failure; TEMPLATE_NOT_FOUND and FORBIDDEN are the registry's", async () => {
+      const before = registry.requests.length;
+      expect(failed(await stacks(["update", "web"]))).toBe("Nothing to change: give --display-name, --description, --icon or --reactivate. Run: core stacks update --help");
+      expect(registry.requests.length).toBe(before);
+      expect(failed(await stacks(["update", "no-such-stack", "--reactivate"]))).toContain("Updating no-such-stack failed: TEMPLATE_NOT_FOUND");
+      const name = await template();
+      expect(failed(await stacks(["update", name, "--description", "x"], {}, readerHome))).toContain(`Updating ${name} failed: FORBIDDEN`);
+    });
+
+    it("show <name> <version>: that version with its definition pretty-printed; --json is the registry's version; deprecated ones too", async () => {
+      const name = await template();
+      await publish(name, "1.0.0", "1.3.0");
+      await publish(name, "1.1.0");
+      await stacks(["deprecate", name, "1.1.0"]);
+
+      const before = registry.requests.length;
+      const done = await stacks(["show", name, "1.0.0"]);
+      expect(done.code).toBe(0);
+      expect(requestsSince(before)).toMatchObject([{ method: "GET", path: `/api/v1/stacks/${name}/1.0.0` }]);
+      const lines = done.stdout.trimEnd().split("\n");
+      expect(lines.slice(0, 3)).toEqual([`${name} 1.0.0`, "  status:      active", "  core SDK:    1.3.0"]);
+      expect(lines[3]).toMatch(/^ {2}published: {3}\d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
+      expect(lines[5]).toBe("  definition:");
+      expect(JSON.parse(lines.slice(6).join("\n"))).toEqual(JSON.parse(DEFINITION));
+      expect(lines[6]).toBe("    {");
+
+      const json = JSON.parse((await stacks(["show", name, "1.1.0", "--json"])).stdout);
+      expect(json).toMatchObject({ version: "1.1.0", status: "deprecated", stack_definition: expect.any(String) });
+    });
+
+    it("show <name> <version>: VERSION_NOT_FOUND points at versions; a version outside the pattern is not sent", async () => {
+      const name = await template();
+      const message = failed(await stacks(["show", name, "2.0.0"]));
+      expect(message).toContain(`Showing ${name} 2.0.0 failed: VERSION_NOT_FOUND: `);
+      expect(message).toContain(`core stacks versions ${name}`);
+      const before = registry.requests.length;
+      expect(failed(await stacks(["show", name, "latest"]))).toContain('Invalid <version> "latest"');
+      expect(registry.requests.length).toBe(before);
+    });
+  });
+
   describe("deprecate", () => {
     it("with a version: DELETEs it; it stays listed as deprecated and latest moves down", async () => {
       const name = await template();
@@ -357,7 +487,7 @@ describe("core stacks", () => {
     });
 
     it("core stacks alone, unknown commands and --help", async () => {
-      expect(failed(await stacks([]))).toBe("Missing a command: core stacks list|show|versions|publish|deprecate. Run: core stacks --help");
+      expect(failed(await stacks([]))).toBe("Missing a command: core stacks list|show|versions|create|update|publish|deprecate. Run: core stacks --help");
       expect(failed(await stacks(["frob"]))).toBe('Unknown command "stacks frob". Run: core stacks --help');
       expect((await stacks(["--help"])).stdout).toMatch(/^Usage: core stacks <command>/);
       expect((await stacks(["publish", "--help"])).stdout).toMatch(/^Usage: core stacks publish <name> <version> --definition <file.json> --sdk <semver>/);

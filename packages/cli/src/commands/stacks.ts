@@ -36,9 +36,11 @@ export const stacks = {
     return { text, json: { data, total: answer.total ?? data.length } };
   },
 
-  async show(ctx: Context, options: StacksOptions, name: string): Promise<Outcome> {
+  async show(ctx: Context, options: StacksOptions, name: string, version?: string): Promise<Outcome> {
     checkName(name);
+    if (version !== undefined) checkSemver(version, "<version>");
     const session = await connect(ctx, options);
+    if (version !== undefined) return showVersion(session, name, version);
     const answer = await ask(session, `Showing ${name}`, { name }, (r) => r.show(name));
     const t = answer.template;
     if (!t || typeof t !== "object") throw failures.registryAnswerUnreadable(session.registry.baseUrl);
@@ -76,6 +78,56 @@ export const stacks = {
             data.map((v) => [v.version, v.status, v.core_sdk_version, when(v.published_at)]),
           )}\n${plural(answer.total ?? data.length, "version")}`;
     return { text, json: { data, total: answer.total ?? data.length } };
+  },
+
+  async create(ctx: Context, options: StacksOptions, input: { name: string; displayName?: string; description?: string; icon?: string; domain?: string }): Promise<Outcome> {
+    checkName(input.name);
+    if (input.displayName === undefined) throw failures.usage("Missing --display-name <text>", "stacks create");
+    if (input.description === undefined) throw failures.usage("Missing --description <text>", "stacks create");
+    const session = await connect(ctx, options);
+    const body = {
+      name: input.name,
+      displayName: input.displayName,
+      description: input.description,
+      ...(input.icon !== undefined && { icon: input.icon }),
+      ...(input.domain !== undefined && { domain: input.domain }),
+    };
+    const answer = await ask(session, `Creating ${input.name}`, { name: input.name }, (r) => r.create(body));
+    return {
+      text: [
+        `Created the template ${input.name} ("${input.displayName}") at ${session.registry.baseUrl}: id ${answer.id}`,
+        `Publish its first version: core stacks publish ${input.name} <version> --definition <file.json> --sdk <semver>`,
+      ].join("\n"),
+      json: { created: true, id: answer.id, name: input.name, registryUrl: session.registry.baseUrl },
+    };
+  },
+
+  async update(
+    ctx: Context,
+    options: StacksOptions,
+    input: { name: string; displayName?: string; description?: string; icon?: string; reactivate?: boolean },
+  ): Promise<Outcome> {
+    checkName(input.name);
+    const changes = {
+      ...(input.displayName !== undefined && { displayName: input.displayName }),
+      ...(input.description !== undefined && { description: input.description }),
+      ...(input.icon !== undefined && { icon: input.icon }),
+      ...(input.reactivate && { status: "active" as const }),
+    };
+    const changed = Object.keys(changes);
+    if (changed.length === 0) throw failures.usage("Nothing to change: give --display-name, --description, --icon or --reactivate", "stacks update");
+    const session = await connect(ctx, options);
+    await ask(session, `Updating ${input.name}`, { name: input.name }, (r) => r.update(input.name, changes));
+    const said = [
+      input.displayName !== undefined && `display name "${input.displayName}"`,
+      input.description !== undefined && "description",
+      input.icon !== undefined && (input.icon === "" ? "icon cleared" : "icon"),
+      input.reactivate && "active again (listed, and it takes new versions)",
+    ].filter(Boolean);
+    return {
+      text: `Updated ${input.name}: ${said.join(", ")}.`,
+      json: { ok: true, name: input.name, changed: changed.map((field) => (field === "status" ? "reactivated" : field)) },
+    };
   },
 
   async publish(ctx: Context, options: StacksOptions, input: { name: string; version: string; definition?: string; sdk?: string }): Promise<Outcome> {
@@ -118,6 +170,28 @@ export const stacks = {
   },
 };
 
+/** One published version, with its definition pretty-printed (spec §2.9 keeps it as a JSON string). */
+async function showVersion(session: Session, name: string, version: string): Promise<Outcome> {
+  const v = await ask(session, `Showing ${name} ${version}`, { name, version }, (r) => r.version(name, version));
+  if (!v || typeof v !== "object" || typeof v.stack_definition !== "string") throw failures.registryAnswerUnreadable(session.registry.baseUrl);
+  let definition = v.stack_definition;
+  try {
+    definition = JSON.stringify(JSON.parse(v.stack_definition), null, 2);
+  } catch {
+    // shown as the registry stored it
+  }
+  const text = [
+    `${name} ${v.version}`,
+    `  status:      ${v.status}`,
+    `  core SDK:    ${v.core_sdk_version}`,
+    `  published:   ${when(v.published_at)}`,
+    `  id:          ${v.id}`,
+    `  definition:`,
+    ...definition.split("\n").map((line) => `    ${line}`),
+  ].join("\n");
+  return { text, json: v };
+}
+
 /** The registry address and the credential: `--token`, else CORE_TOKEN, else the stored login (refreshed). */
 async function connect(ctx: Context, options: StacksOptions): Promise<Session> {
   const baseUrl = resolveStackRegistryUrl(options.registryUrl, ctx.settings);
@@ -153,15 +227,17 @@ function hintFor(refusal: Refusal, { name, version }: { name?: string; version?:
     case "UNAUTHENTICATED":
       return `The stack registry at ${registry.baseUrl} does not accept ${source}: it expired or was revoked. Run: core login`;
     case "FORBIDDEN":
-      return "Publishing and deprecating need the stacks:publish permission, which operators have.";
+      return "Creating, changing, publishing and deprecating templates need the stacks:publish permission, which operators have.";
     case "TEMPLATE_NOT_FOUND":
       return `There is no template named "${name}" at ${registry.baseUrl}: core stacks list shows the active ones.`;
     case "VERSION_NOT_FOUND":
       return `${name} has no version ${version}: core stacks versions ${name} lists them.`;
+    case "TEMPLATE_EXISTS":
+      return `Template names are unique and never change: core stacks show ${name} shows the existing one, core stacks update ${name} changes its texts.`;
     case "VERSION_EXISTS":
       return "Published versions never change: publish under a new version number.";
     case "TEMPLATE_DEPRECATED":
-      return `${name} is deprecated and takes no new versions; make it active again first (PATCH /api/v1/stacks/${name} with status "active").`;
+      return `${name} is deprecated and takes no new versions; make it active again first: core stacks update ${name} --reactivate`;
     case "PAYLOAD_TOO_LARGE":
       return "The stack definition is larger than the stack registry accepts: make it smaller.";
     case "RATE_LIMITED":
