@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { BillingClient } from "./billing-client.js";
+import { browserOpener } from "./browser.js";
 import { billing, DEFAULT_CARD } from "./commands/billing.js";
 import { login } from "./commands/login.js";
 import { logout } from "./commands/logout.js";
@@ -289,14 +290,16 @@ ${BILLING_OPTIONS_HELP}`,
 const COMMANDS: Record<string, Command | Group> = {
   login: {
     summary: "Log in: approve in a browser (device login), or give a token (CI)",
-    usage: `core login [--token <token> | --token -] [--iam-url <url>] [--json]
+    usage: `core login [--token <token> | --token -] [--iam-url <url>] [--no-browser] [--json]
 
-Without --token, prints a code and an address: open it in a browser, sign in and approve.
+Without --token, prints a code and an address: open it in a browser, sign in and approve. At a
+terminal that can open a browser, Enter opens the address (never when CI or CORE_NO_BROWSER is set).
+--no-browser      do not offer to open a browser
 --token <token>   store this access token instead (for CI); --token - reads it from standard input,
                   so it stays out of the shell history
 --iam-url <url>   IAM address; else CORE_IAM_URL, else http://localhost:4100`,
-    options: { token: { type: "string" }, ...IAM_URL_OPTION },
-    run: (ctx, v) => login(ctx, { token: v.token as string | undefined, iamUrl: v["iam-url"] as string | undefined }),
+    options: { token: { type: "string" }, ...IAM_URL_OPTION, "no-browser": { type: "boolean" } },
+    run: (ctx, v) => login(ctx, { token: v.token as string | undefined, iamUrl: v["iam-url"] as string | undefined, noBrowser: v["no-browser"] === true }),
   },
   logout: {
     summary: "Revoke the session on the server and delete the stored login",
@@ -393,6 +396,8 @@ Environment:
   CORE_BILLING_URL          billing address when --billing-url is not given (default http://localhost:4200)
   CORE_HOME       where the login is stored (default ~/.core, file credentials.json)
   CORE_LOGIN_TIMEOUT_SECONDS   how long core login waits for approval (default 300)
+  CORE_NO_BROWSER=1   core login does not offer to open a browser (nor does it when CI is set)
+  BROWSER         the command core login opens the address with (%s for the address), instead of the system's
   CORE_DEBUG=1    log each request (IAM, stack registry, billing) on standard error
 
 Exit code 0 on success, 1 on any failure.`;
@@ -401,6 +406,8 @@ export interface Terminal {
   stdout(text: string): void;
   stderr(text: string): void;
   readStdinLine(prompt: string): Promise<string>;
+  /** the Enter key, while other work goes on; `cancel` lets standard input go */
+  waitForEnter(): { pressed: Promise<void>; cancel(): void };
   /** standard input is a terminal: a question can be answered there */
   interactive: boolean;
   env: NodeJS.ProcessEnv;
@@ -466,7 +473,9 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       now: () => Date.now(),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
       readStdinLine: terminal.readStdinLine,
+      waitForEnter: terminal.waitForEnter,
       interactive: terminal.interactive,
+      browser: browserOpener(terminal.env),
       iam: (iamUrl) => new IamClient(iamUrl, { userAgent, debug: ctx.debug }),
       stackRegistry: (baseUrl, token) => new StackRegistryClient(baseUrl, { token, userAgent, debug: ctx.debug }),
       billing: (baseUrl, token) => new BillingClient(baseUrl, { token, userAgent, debug: ctx.debug }),

@@ -1,4 +1,5 @@
 import type { BillingClient } from "./billing-client.js";
+import type { browserOpener } from "./browser.js";
 import { readCredential, type Credential } from "./credentials.js";
 import type { IamClient } from "./iam-client.js";
 import { resolveIamUrl, type Settings } from "./settings.js";
@@ -19,6 +20,10 @@ export interface Context {
   readStdinLine(prompt: string): Promise<string>;
   /** standard input is a terminal, so a question can be asked and answered there */
   interactive: boolean;
+  /** the Enter key at the terminal, while other work goes on; `cancel` lets standard input go */
+  waitForEnter(): { pressed: Promise<void>; cancel(): void };
+  /** how a browser can be opened here, or why not (CI, CORE_NO_BROWSER, no graphical session) */
+  browser: ReturnType<typeof browserOpener>;
   iam(iamUrl: string): IamClient;
   /** the stack registry at `baseUrl`, sending `token` as the credential (bearer, or `x-api-key` for an API key) */
   stackRegistry(baseUrl: string, token: string): StackRegistryClient;

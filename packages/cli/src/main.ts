@@ -30,10 +30,31 @@ function readStdinLine(prompt: string): Promise<string> {
   });
 }
 
+/** Resolves when Enter is pressed; either way standard input is let go once it is no longer needed. */
+function waitForEnter(): { pressed: Promise<void>; cancel(): void } {
+  const stdin = process.stdin;
+  let release = () => {};
+  const pressed = new Promise<void>((resolve) => {
+    const onData = (chunk: string) => {
+      if (!/[\r\n]/.test(chunk)) return;
+      release();
+      resolve();
+    };
+    release = () => {
+      stdin.off("data", onData);
+      stdin.destroy();
+    };
+    stdin.setEncoding("utf8");
+    stdin.on("data", onData);
+  });
+  return { pressed, cancel: () => release() };
+}
+
 process.exitCode = await run(process.argv.slice(2), {
   stdout: (text) => process.stdout.write(`${text}\n`),
   stderr: (text) => process.stderr.write(`${text}\n`),
   readStdinLine,
+  waitForEnter,
   interactive: process.stdin.isTTY === true,
   env: process.env,
 });

@@ -1,8 +1,8 @@
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createApiKey, freePort, signUp } from "../../../services/iam/test/support/harness.js";
-import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, STACK_FRAME } from "./support/cli.js";
+import { buildCli, CoreProcess, freshHome, removeScratchDirs, runCli, scratchDir, STACK_FRAME } from "./support/cli.js";
 import { approve, deny, startLiveIam, userWithPlatform, whoamiOf, type LiveIam } from "./support/live-iam.js";
 
 const DAY_MS = 86_400_000;
@@ -207,6 +207,104 @@ describe("core login", () => {
       const done = await cli.finished;
       expect(done.code).toBe(1);
       expect(JSON.parse(done.stdout)).toEqual({ error: { code: "ACCESS_DENIED", message: "Access denied." } });
+    });
+  });
+
+  describe("offering to open the browser", () => {
+    /** A stand-in browser: a script that writes the arguments it was given to a file. */
+    const fakeBrowser = () => {
+      const dir = scratchDir("browser");
+      const opened = join(dir, "opened.txt");
+      const script = join(dir, "browser.sh");
+      writeFileSync(script, `#!/bin/sh\nprintf '%s\\n' "$@" > '${opened}'\n`, { mode: 0o755 });
+      return { script, opened: () => (exists(opened) ? readFileSync(opened, "utf8").trim().split("\n") : null) };
+    };
+    const atTerminal = (args: string[], env: Record<string, string>) =>
+      new CoreProcess(core, ["login", "--iam-url", live.iamUrl, ...args], { env: { CORE_HOME: freshHome(), ...env }, terminal: true });
+    const codeOf = async (cli: CoreProcess) => (await cli.waitFor(/Your one-time code: ([A-Z]{4}-[A-Z]{4})/))[1]!;
+
+    it("at a terminal, Enter opens the address with the code filled in, and the login goes on", async () => {
+      const ada = await signUp(live.iam);
+      const browser = fakeBrowser();
+      const cli = atTerminal([], { BROWSER: browser.script });
+      const userCode = await codeOf(cli);
+      await cli.waitFor(/Press Enter to open it in your browser\.\r?\nWaiting for approval/);
+      cli.type("\n");
+      await cli.waitFor(/Opened the address in your browser\./);
+      await vi.waitFor(() => expect(browser.opened()).toEqual([`${live.iamUrl}/device?user_code=${userCode}`]));
+      await approve(live.iam, ada, userCode);
+      const done = await cli.finished;
+      expect(done.code).toBe(0);
+      expect(done.stdout).toContain(`Authenticated as ${ada.email}`);
+    });
+
+    it("an approval from elsewhere ends the login without Enter: the terminal is let go and nothing is opened", async () => {
+      const ada = await signUp(live.iam);
+      const browser = fakeBrowser();
+      const cli = atTerminal([], { BROWSER: `${browser.script} --new-window %s` });
+      const userCode = await codeOf(cli);
+      await cli.waitFor(/Press Enter/);
+      await approve(live.iam, ada, userCode);
+      const done = await cli.finished;
+      expect(done.code).toBe(0);
+      expect(browser.opened()).toBeNull();
+    });
+
+    it("BROWSER with %s: the address takes its place among the arguments", async () => {
+      const ada = await signUp(live.iam);
+      const browser = fakeBrowser();
+      const cli = atTerminal([], { BROWSER: `${browser.script} --new-window %s --private` });
+      const userCode = await codeOf(cli);
+      await cli.waitFor(/Press Enter/);
+      cli.type("\n");
+      await vi.waitFor(() => expect(browser.opened()).toEqual(["--new-window", `${live.iamUrl}/device?user_code=${userCode}`, "--private"]));
+      await approve(live.iam, ada, userCode);
+      expect((await cli.finished).code).toBe(0);
+    });
+
+    it("a browser that cannot start is reported, and the login still works with the address shown", async () => {
+      const ada = await signUp(live.iam);
+      const missing = join(scratchDir("browser"), "no-such-browser");
+      const cli = atTerminal([], { BROWSER: missing });
+      const userCode = await codeOf(cli);
+      await cli.waitFor(/Press Enter/);
+      cli.type("\n");
+      await cli.waitFor(new RegExp(`Could not open a browser \\(${missing}: ENOENT\\): open the address yourself\\.`));
+      await approve(live.iam, ada, userCode);
+      expect((await cli.finished).code).toBe(0);
+    });
+
+    for (const [why, args, env] of [
+      ["--no-browser", ["--no-browser"], {}],
+      ["CORE_NO_BROWSER=1", [], { CORE_NO_BROWSER: "1" }],
+      ["CI=true (never in CI)", [], { CI: "true" }],
+      ["no graphical session and no BROWSER (Linux)", [], { BROWSER: "" }],
+    ] as const) {
+      it(`no offer with ${why}, and Enter opens nothing`, async () => {
+        const ada = await signUp(live.iam);
+        const browser = fakeBrowser();
+        const cli = atTerminal([...args], { BROWSER: browser.script, ...env });
+        const userCode = await codeOf(cli);
+        await cli.waitFor(/Waiting for approval/);
+        cli.type("\n");
+        await approve(live.iam, ada, userCode);
+        const done = await cli.finished;
+        expect(done.code).toBe(0);
+        expect(done.stdout).not.toContain("Press Enter");
+        expect(browser.opened()).toBeNull();
+      });
+    }
+
+    it("no offer when standard input is not a terminal (a script, a pipe)", async () => {
+      const ada = await signUp(live.iam);
+      const browser = fakeBrowser();
+      const { cli, userCode } = await startLogin(freshHome(), { BROWSER: browser.script });
+      await approve(live.iam, ada, userCode);
+      const done = await cli.finished;
+      expect(done.code).toBe(0);
+      expect(done.stdout).not.toContain("Press Enter");
+      expect(done.stderr).toContain("not offering to open a browser: standard input is not a terminal");
+      expect(browser.opened()).toBeNull();
     });
   });
 

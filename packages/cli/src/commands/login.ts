@@ -1,3 +1,4 @@
+import { openInBrowser } from "../browser.js";
 import type { Context, Outcome } from "../context.js";
 import { AUDIENCE, writeCredential, type Credential } from "../credentials.js";
 import { waitForApproval } from "../device-login.js";
@@ -11,11 +12,11 @@ const TOKEN_MODE_DAYS = 30;
 /** Spec §5 item 11, DESIGN §5: the email stored when IAM cannot look the token up. */
 export const CI_USER = "ci-user";
 
-/** `core login [--token <t> | --token -] [--iam-url <url>]` (spec §4.8, §7.4). */
-export async function login(ctx: Context, options: { token?: string; iamUrl?: string }): Promise<Outcome> {
+/** `core login [--token <t> | --token -] [--iam-url <url>] [--no-browser]` (spec §4.8, §7.4). */
+export async function login(ctx: Context, options: { token?: string; iamUrl?: string; noBrowser?: boolean }): Promise<Outcome> {
   const iamUrl = resolveIamUrl(options.iamUrl, ctx.settings);
   const viaToken = options.token !== undefined;
-  const credential = viaToken ? await loginWithToken(ctx, iamUrl, options.token!) : await loginInBrowser(ctx, iamUrl);
+  const credential = viaToken ? await loginWithToken(ctx, iamUrl, options.token!) : await loginInBrowser(ctx, iamUrl, !options.noBrowser);
   await writeCredential(ctx.settings.credentialsPath, credential);
   if (ctx.settings.envToken) ctx.warn("Note: CORE_TOKEN is set here, and core uses it instead of the stored login.");
   return {
@@ -34,7 +35,7 @@ export async function login(ctx: Context, options: { token?: string; iamUrl?: st
 }
 
 /** The device flow (RFC 8628; spec §4.8, §7.3, §7.4). */
-async function loginInBrowser(ctx: Context, iamUrl: string): Promise<Credential> {
+async function loginInBrowser(ctx: Context, iamUrl: string, mayOfferBrowser: boolean): Promise<Credential> {
   const iam = ctx.iam(iamUrl);
   let started: Awaited<ReturnType<IamClient["requestDeviceCode"]>>;
   try {
@@ -44,16 +45,31 @@ async function loginInBrowser(ctx: Context, iamUrl: string): Promise<Credential>
     throw err;
   }
   if (!started.deviceCode) throw failures.deviceEndpointUnavailable(started.status);
-  ctx.say(instructions(started.deviceCode));
+  const code = started.deviceCode;
+  const opener = mayOfferBrowser && ctx.interactive && "opener" in ctx.browser ? ctx.browser.opener : null;
+  if (!opener) ctx.debug(`not offering to open a browser: ${!mayOfferBrowser ? "--no-browser" : !ctx.interactive ? "standard input is not a terminal" : "unavailable" in ctx.browser ? ctx.browser.unavailable : ""}`);
+  ctx.say(instructions(code, opener !== null));
 
-  const tokens = await waitForApproval({
-    poll: () => iam.pollDeviceToken(started.deviceCode!.device_code),
-    intervalSeconds: started.deviceCode.interval,
-    limitMs: ctx.settings.loginTimeoutMs,
-    clock: ctx,
-    iamUrl,
-    onSlowDown: (seconds) => ctx.debug(`IAM asked to slow down: polling every ${seconds} s`),
+  // Enter opens the page while polling goes on; an approval from elsewhere lets the key go
+  const enter = opener ? ctx.waitForEnter() : null;
+  void enter?.pressed.then(async () => {
+    const failed = await openInBrowser(opener!, code.verification_uri_complete || code.verification_uri);
+    if (failed) ctx.warn(`Could not open a browser (${failed}): open the address yourself.`);
+    else ctx.say("Opened the address in your browser.");
   });
+  let tokens: Awaited<ReturnType<typeof waitForApproval>>;
+  try {
+    tokens = await waitForApproval({
+      poll: () => iam.pollDeviceToken(code.device_code),
+      intervalSeconds: code.interval,
+      limitMs: ctx.settings.loginTimeoutMs,
+      clock: ctx,
+      iamUrl,
+      onSlowDown: (seconds) => ctx.debug(`IAM asked to slow down: polling every ${seconds} s`),
+    });
+  } finally {
+    enter?.cancel();
+  }
 
   let identity: Identity;
   try {
@@ -68,13 +84,14 @@ async function loginInBrowser(ctx: Context, iamUrl: string): Promise<Credential>
   return credentialOf(identity, { token: tokens.access_token, refreshToken: tokens.refresh_token, iamUrl, fallbackExpiry });
 }
 
-function instructions(code: DeviceCode): string {
+function instructions(code: DeviceCode, offerBrowser: boolean): string {
   const lines = [`Your one-time code: ${code.user_code}`];
   if (code.verification_uri_complete) {
     lines.push("Open this address in a browser and approve the login:", `  ${code.verification_uri_complete}`, `(or open ${code.verification_uri} and enter the code)`);
   } else {
     lines.push(`Open ${code.verification_uri} in a browser, enter the code and approve the login.`);
   }
+  if (offerBrowser) lines.push("Press Enter to open it in your browser.");
   lines.push("Waiting for approval... (Ctrl-C to cancel)");
   return lines.join("\n");
 }
