@@ -1,13 +1,26 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import type { ServiceName } from "@core/kit";
+import * as billing from "../../../services/billing/src/index.js";
+import * as iam from "../../../services/iam/src/index.js";
+import * as platformRegistry from "../../../services/platform-registry/src/index.js";
+import * as stackRegistry from "../../../services/stack-registry/src/index.js";
+import * as vault from "../../../services/vault/src/index.js";
 import { runUntilStopped, type ServiceModule } from "./run.js";
 
 /**
  * `npm start`: every service that exists, in one process, each on its own port (DESIGN §1);
- * `npm start -- --only <name>` runs one; `--migrate-only` applies migrations and exits.
+ * `npm start -- --only <name>` runs one; `--migrate-only` applies migrations and exits. The launcher
+ * is the one place that imports the services, so one bundle holds them all (ADR 0016).
  */
-const AVAILABLE: ServiceName[] = ["iam", "billing", "stack-registry", "platform-registry", "vault"];
+const MODULES: Record<ServiceName, ServiceModule> = {
+  iam,
+  billing,
+  "stack-registry": stackRegistry,
+  "platform-registry": platformRegistry,
+  vault,
+};
+const AVAILABLE = Object.keys(MODULES) as ServiceName[];
 
 const { values } = parseArgs({
   options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, help: { type: "boolean", short: "h" } },
@@ -23,11 +36,7 @@ if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
   process.exit(1);
 }
 const names = values.only ? [values.only as ServiceName] : AVAILABLE;
-const services: [ServiceName, ServiceModule][] = [];
-for (const name of names) {
-  const url = new URL(`../../../services/${name}/dist/index.js`, import.meta.url);
-  services.push([name, (await import(url.href)) as ServiceModule]);
-}
+const services = names.map((name): [ServiceName, ServiceModule] => [name, MODULES[name]]);
 
 const running = await runUntilStopped({
   services,

@@ -7,6 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { lockDataDir } from "./data-dir-lock.js";
+import { seedDataDir } from "./pglite-template.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Db = PgDatabase<PgQueryResultHKT, any>;
@@ -38,7 +39,10 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
     mkdirSync(config.dataDir, { recursive: true });
     const release = await lockDataDir(config.dataDir);
     try {
-      return await openPglite(join(config.dataDir, "pgdata"), release);
+      const pgdata = join(config.dataDir, "pgdata");
+      // a new data directory starts as a copy of the installation's template, not an initdb
+      await seedDataDir(pgdata);
+      return await openPglite(pgdata, release);
     } catch (err) {
       await release();
       throw err;

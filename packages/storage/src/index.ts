@@ -1,4 +1,5 @@
 export * from "./database.js";
+export * from "./pglite-template.js";
 export * from "./data-dir-lock.js";
 export * from "./migrate.js";
 export * from "./testing.js";
