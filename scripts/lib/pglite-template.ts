@@ -3,8 +3,8 @@ import { pgliteTemplate } from "@core/storage";
 
 const started = Date.now();
 try {
-  const dir = await pgliteTemplate();
-  console.log(dir ? `core: PGlite template ready in ${Date.now() - started} ms (${dir})` : "core: PGlite is not installed where expected; new data directories will run initdb");
+  const template = await pgliteTemplate();
+  console.log(template ? `core: PGlite template ready in ${Date.now() - started} ms (${template.dir})` : "core: PGlite is not installed where expected; new data directories will run initdb");
 } catch (err) {
   // never fails the install: without the template, a new data directory only starts more slowly
   console.warn(`core: could not make the PGlite template (${(err as Error).message}); new data directories will run initdb`);

@@ -7,7 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { lockDataDir } from "./data-dir-lock.js";
-import { seedDataDir } from "./pglite-template.js";
+import { pgliteTemplateArchive, seedDataDir } from "./pglite-template.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Db = PgDatabase<PgQueryResultHKT, any>;
@@ -52,7 +52,9 @@ export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHand
 }
 
 async function openPglite(dir: string | undefined, release: () => Promise<void>): Promise<DatabaseHandle> {
-  const client = dir ? new PGlite(dir) : new PGlite();
+  // in memory (the tests): the template's files instead of an initdb, 0.6 s instead of 2.6 s
+  const archive = dir ? null : await pgliteTemplateArchive();
+  const client = dir ? new PGlite(dir) : archive ? new PGlite({ loadDataDir: archive }) : new PGlite();
   await client.waitReady;
   const db = drizzlePglite({ client }) as unknown as Db;
   let closed = false;

@@ -9,11 +9,18 @@ import { pathToFileURL } from "node:url";
  * A fresh PGlite data directory costs an initdb: about 2.6 s and 450 MB more resident memory than
  * opening an existing one, memory the process never gives back (ADR 0016). So the first one is made
  * once per installation, in a child process (`npm ci` runs it through scripts/prepare.mjs), and every
- * new data directory starts as a copy of it. The copy is what initdb would have written.
+ * new data directory starts as a copy of it; an in-memory database (the tests') loads the same files
+ * from a tar archive of them. Either way it is what initdb would have written.
  */
+export interface PgliteTemplate {
+  /** the data directory initdb wrote */
+  dir: string;
+  /** the same files as one tar archive, for PGlite's `loadDataDir` */
+  archive: string;
+}
 
 /** Where PGlite is installed, and the template made with that version (under `cacheDir` when given). */
-function locate(cacheDir?: string): { entry: string; template: string } | null {
+function locate(cacheDir?: string): { entry: string; home: string; template: PgliteTemplate } | null {
   let cjs: string;
   try {
     cjs = createRequire(import.meta.url).resolve("@electric-sql/pglite");
@@ -33,32 +40,47 @@ function locate(cacheDir?: string): { entry: string; template: string } | null {
   }
   const entry = join(dirname(cjs), "index.js");
   if (!existsSync(entry)) return null;
-  return { entry, template: join(cacheDir ?? join(nodeModules, ".cache", "core"), `pglite-${version}`, "pgdata") };
+  const home = join(cacheDir ?? join(nodeModules, ".cache", "core"), `pglite-${version}`);
+  return { entry, home, template: { dir: join(home, "pgdata"), archive: join(home, "pgdata.tar") } };
 }
 
 /**
- * The template's directory, made first when missing; null when it cannot be made here. It lives in
+ * The template, made first when missing; null when PGlite is not where we can find it. It lives in
  * `node_modules/.cache/core/pglite-<version>/`, so a new PGlite version gets a new one.
  */
-export async function pgliteTemplate(cacheDir?: string): Promise<string | null> {
+export async function pgliteTemplate(cacheDir?: string): Promise<PgliteTemplate | null> {
   const found = locate(cacheDir);
   if (!found) return null;
-  if (existsSync(join(found.template, "PG_VERSION"))) return found.template;
+  if (existsSync(found.template.archive)) return found.template;
   // made beside its final place and renamed, so a reader never sees half of one, and of two
   // processes making it at once, one wins and the other's copy is thrown away
-  const making = `${found.template}.${process.pid}-${randomBytes(4).toString("hex")}`;
-  mkdirSync(dirname(found.template), { recursive: true });
+  const making = `${found.home}.${process.pid}-${randomBytes(4).toString("hex")}`;
+  mkdirSync(making, { recursive: true });
   try {
-    await initdbInChild(found.entry, making);
+    await initdbInChild(found.entry, join(making, "pgdata"), join(making, "pgdata.tar"));
     try {
-      renameSync(making, found.template);
+      renameSync(making, found.home);
     } catch (err) {
-      if (!existsSync(join(found.template, "PG_VERSION"))) throw err;
+      if (existsSync(found.template.archive)) return found.template;
+      // a directory without its archive is not a template (left by an older layout): replace it
+      if (!existsSync(found.home)) throw err;
+      rmSync(found.home, { recursive: true, force: true });
+      renameSync(making, found.home);
     }
     return found.template;
   } finally {
     rmSync(making, { recursive: true, force: true });
   }
+}
+
+let archiveRead: Promise<Blob | null> | undefined;
+
+/** The template's archive as a Blob for `loadDataDir`, read once per process; null without one. */
+export function pgliteTemplateArchive(): Promise<Blob | null> {
+  archiveRead ??= pgliteTemplate()
+    .then((template) => (template ? new Blob([readFileSync(template.archive)]) : null))
+    .catch(() => null);
+  return archiveRead;
 }
 
 /**
@@ -74,19 +96,23 @@ export async function seedDataDir(pgdata: string, cacheDir?: string): Promise<bo
   if (!template) return false;
   const partial = `${pgdata}.partial`;
   rmSync(partial, { recursive: true, force: true });
-  cpSync(template, partial, { recursive: true });
+  cpSync(template.dir, partial, { recursive: true });
   renameSync(partial, pgdata);
   return true;
 }
 
-/** Runs PGlite's initdb into `dir` in a child process, whose memory goes when it exits. */
-function initdbInChild(entry: string, dir: string): Promise<void> {
+/** Runs PGlite's initdb into `dir`, and archives the result, in a child process whose memory goes when it exits. */
+function initdbInChild(entry: string, dir: string, archive: string): Promise<void> {
   const script = `const { PGlite } = await import(${JSON.stringify(pathToFileURL(entry).href)});
-const db = new PGlite(process.argv[1]);
+const { writeFileSync } = await import("node:fs");
+const [dir, archive] = process.argv.slice(1);
+const db = new PGlite(dir);
 await db.waitReady;
+const dump = await db.dumpDataDir("none");
+writeFileSync(archive, Buffer.from(await dump.arrayBuffer()));
 await db.close();`;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", script, dir], { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script, dir, archive], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr!.setEncoding("utf8").on("data", (text: string) => (stderr += text));
     child.once("error", reject);

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
-import { openDatabase, pgliteTemplate, rowsOf, seedDataDir } from "@core/storage";
+import { PGlite } from "@electric-sql/pglite";
+import { openDatabase, pgliteTemplate, pgliteTemplateArchive, rowsOf, seedDataDir } from "@core/storage";
 
 /**
  * The PGlite template (ADR 0016): made once by a real initdb in a child process, copied into every
@@ -20,21 +21,22 @@ describe("the PGlite template", { timeout: 120_000 }, () => {
   it("is made by initdb in a child process, once, even when two ask at the same moment; nothing half-made is left", async () => {
     const cache = shared;
     const [a, b] = await Promise.all([pgliteTemplate(cache), pgliteTemplate(cache)]);
-    expect(a).toBe(b);
-    expect(a).toMatch(new RegExp(`^${cache}/pglite-\\d+\\.\\d+\\.\\d+[^/]*/pgdata$`));
-    expect(readFileSync(join(a!, "PG_VERSION"), "utf8").trim()).toMatch(/^\d+$/);
+    expect(a).toEqual(b);
+    expect(a!.dir).toMatch(new RegExp(`^${cache}/pglite-\\d+\\.\\d+\\.\\d+[^/]*/pgdata$`));
+    expect(a!.archive).toBe(`${a!.dir}.tar`);
+    expect(readFileSync(join(a!.dir, "PG_VERSION"), "utf8").trim()).toMatch(/^\d+$/);
     // only the template itself: the losing copy and every temporary directory are gone
-    const versionDir = join(a!, "..");
-    expect(readdirSync(versionDir)).toEqual(["pgdata"]);
+    expect(readdirSync(join(a!.dir, "..")).sort()).toEqual(["pgdata", "pgdata.tar"]);
+    expect(readdirSync(cache)).toEqual([a!.dir.split("/").at(-2)]);
     // asked again, it is found, not made
     const started = Date.now();
-    expect(await pgliteTemplate(cache)).toBe(a);
+    expect(await pgliteTemplate(cache)).toEqual(a);
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 
   it("a new data directory starts as a copy: PGlite opens it, keeps what is written, and the template stays untouched", async () => {
     const cache = shared;
-    const template = (await pgliteTemplate(cache))!;
+    const template = (await pgliteTemplate(cache))!.dir;
     const before = readdirSync(template).sort();
     const dataDir = dir("data");
     mkdirSync(dataDir);
@@ -75,6 +77,26 @@ describe("the PGlite template", { timeout: 120_000 }, () => {
     expect(existsSync(`${pgdata}.partial`)).toBe(false);
     expect(existsSync(join(pgdata, "half"))).toBe(false);
     expect(existsSync(join(pgdata, "PG_VERSION"))).toBe(true);
+  });
+
+  it("an in-memory database loads the installation's template archive instead of running initdb", async () => {
+    const archive = await pgliteTemplateArchive();
+    expect(archive).toBeInstanceOf(Blob);
+    expect(archive!.size).toBeGreaterThan(1_000_000);
+    const db = new PGlite({ loadDataDir: archive! });
+    expect((await db.query<{ one: number }>("select 1 as one")).rows).toEqual([{ one: 1 }]);
+    await db.close();
+    // read once per process
+    expect(await pgliteTemplateArchive()).toBe(archive);
+  });
+
+  it("a directory without its archive (an older layout) is replaced by a whole template", async () => {
+    const cache = shared;
+    const made = (await pgliteTemplate(cache))!;
+    rmSync(made.archive);
+    expect(await pgliteTemplate(cache)).toEqual(made);
+    expect(existsSync(made.archive)).toBe(true);
+    expect(existsSync(join(made.dir, "PG_VERSION"))).toBe(true);
   });
 
   it("when the template cannot be made, seeding says so and PGlite's own initdb makes the directory", async () => {
