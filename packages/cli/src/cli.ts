@@ -43,6 +43,13 @@ const STACKS_OPTIONS = { "registry-url": { type: "string" as const }, token: { t
 const STACKS_OPTIONS_HELP = `--registry-url <url>  stack registry address; else CORE_STACK_REGISTRY_URL, else http://localhost:4300
 --token <token>       this access token instead of CORE_TOKEN or the stored login (core login)`;
 const stacksOptions = (v: Values) => ({ registryUrl: v["registry-url"] as string | undefined, token: v.token as string | undefined });
+/** The texts of a template that `create` sets and `update` changes. */
+const TEXT_OPTIONS = { "display-name": { type: "string" as const }, description: { type: "string" as const }, icon: { type: "string" as const } };
+const textsOf = (v: Values) => ({
+  displayName: v["display-name"] as string | undefined,
+  description: v.description as string | undefined,
+  icon: v.icon as string | undefined,
+});
 
 const STACKS: Group = {
   summary: "Stack templates and their versions in the stack registry: list, show, create, publish, deprecate",
@@ -101,16 +108,9 @@ ${STACKS_OPTIONS_HELP}`,
 --icon <url>           an icon address (optional)
 --domain <text>        what the stack is for, such as web or data (optional; it never changes)
 ${STACKS_OPTIONS_HELP}`,
-      options: { ...STACKS_OPTIONS, "display-name": { type: "string" }, description: { type: "string" }, icon: { type: "string" }, domain: { type: "string" } },
+      options: { ...STACKS_OPTIONS, ...TEXT_OPTIONS, domain: { type: "string" } },
       args: ["name"],
-      run: (ctx, v, [name]) =>
-        stacks.create(ctx, stacksOptions(v), {
-          name: name!,
-          displayName: v["display-name"] as string | undefined,
-          description: v.description as string | undefined,
-          icon: v.icon as string | undefined,
-          domain: v.domain as string | undefined,
-        }),
+      run: (ctx, v, [name]) => stacks.create(ctx, stacksOptions(v), { name: name!, ...textsOf(v), domain: v.domain as string | undefined }),
     },
     update: {
       summary: "Change a template's texts or icon, or reactivate it",
@@ -122,16 +122,9 @@ Only what is given changes; give at least one.
 --icon <url>           an icon address; --icon "" clears it
 --reactivate           make a deprecated template active again: listed, and it takes new versions
 ${STACKS_OPTIONS_HELP}`,
-      options: { ...STACKS_OPTIONS, "display-name": { type: "string" }, description: { type: "string" }, icon: { type: "string" }, reactivate: { type: "boolean" } },
+      options: { ...STACKS_OPTIONS, ...TEXT_OPTIONS, reactivate: { type: "boolean" } },
       args: ["name"],
-      run: (ctx, v, [name]) =>
-        stacks.update(ctx, stacksOptions(v), {
-          name: name!,
-          displayName: v["display-name"] as string | undefined,
-          description: v.description as string | undefined,
-          icon: v.icon as string | undefined,
-          reactivate: v.reactivate === true,
-        }),
+      run: (ctx, v, [name]) => stacks.update(ctx, stacksOptions(v), { name: name!, ...textsOf(v), reactivate: v.reactivate === true }),
     },
     publish: {
       summary: "Publish a version of a template",
