@@ -24,8 +24,19 @@ export interface ServiceModule {
   buildService(ctx: ServiceContext<Db>): Promise<BuiltService>;
 }
 
+/**
+ * Services whose code is loaded only once the database has begun to open: opening PGlite is mostly
+ * waiting (WebAssembly compiles on other threads, files are read), and evaluating the services'
+ * code is mostly work on this one, so the two overlap (ADR 0016).
+ */
+export interface LazyServices {
+  /** whether any of them has tables, so the database is opened before their code is loaded */
+  withTables: boolean;
+  load(): Promise<[ServiceName, ServiceModule][]>;
+}
+
 export interface RunOptions {
-  services: [ServiceName, ServiceModule][];
+  services: [ServiceName, ServiceModule][] | LazyServices;
   /** apply migrations and exit (`npm run migrate`) */
   migrateOnly?: boolean;
   /** generate the built-in service credentials in the data dir (one-process and embedded modes) */
@@ -68,8 +79,25 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const since = (at: number) => Math.round(performance.now() - at);
   // a service without tables (the vault) needs no database: it starts while the database opens, and
   // run alone it never opens one, nor takes the data directory's lock
-  const withTables = options.services.filter(([, module]) => module.migrationsFolder !== undefined);
-  const withoutTables = options.services.filter(([, module]) => module.migrationsFolder === undefined);
+  const given = options.services;
+  const eager = Array.isArray(given) ? given : null;
+  const lazy = Array.isArray(given) ? null : given;
+  const needsDatabase = eager ? eager.some(([, module]) => module.migrationsFolder !== undefined) : lazy!.withTables;
+  const opening = needsDatabase ? openDatabase({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir }) : null;
+  // awaited below; until then a failure must not count as unhandled
+  opening?.catch(() => {});
+  let services: [ServiceName, ServiceModule][];
+  try {
+    const at = performance.now();
+    services = eager ?? (await lazy!.load());
+    if (lazy) phases.load = since(at);
+  } catch (err) {
+    await opening?.then((open) => open.close(), () => {});
+    throw err;
+  }
+  const withTables = services.filter(([, module]) => module.migrationsFolder !== undefined);
+  const withoutTables = services.filter(([, module]) => module.migrationsFolder === undefined);
+  if (withTables.length > 0 && !opening) throw new Error(`${withTables.map(([name]) => name).join(", ")} have tables, but were announced without (LazyServices.withTables)`);
   let database: OpenDatabase = withoutDatabase();
   const servers: RunningServer[] = [];
   const built: BuiltService[] = [];
@@ -105,8 +133,8 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     (err: unknown) => err,
   );
   try {
-    if (withTables.length > 0) {
-      database = await openDatabase({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir });
+    if (opening) {
+      database = await opening;
       phases.database = since(began);
       const at = performance.now();
       for (const [name, module] of withTables) {
@@ -121,9 +149,9 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     if (options.migrateOnly) return { urls: {}, stop };
     for (const entry of withTables) await start(entry, database);
     // where start-up time goes: the services without tables start while the database opens
-    logger.info({ ms: since(began), phases, rssMiB: Math.round(process.memoryUsage().rss / 2 ** 20) }, "started");
+    logger.info({ ms: since(began), sinceProcessStart: Math.round(process.uptime() * 1000), phases, rssMiB: Math.round(process.memoryUsage().rss / 2 ** 20) }, "started");
     // in the order services were asked for
-    return { urls: Object.fromEntries(options.services.map(([name]) => [name, urls[name]!])), stop };
+    return { urls: Object.fromEntries(services.map(([name]) => [name, urls[name]!])), stop };
   } catch (err) {
     await early;
     await stop();

@@ -1,24 +1,21 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import type { ServiceName } from "@core/kit";
-import * as billing from "../../../services/billing/src/index.js";
-import * as iam from "../../../services/iam/src/index.js";
-import * as platformRegistry from "../../../services/platform-registry/src/index.js";
-import * as stackRegistry from "../../../services/stack-registry/src/index.js";
-import * as vault from "../../../services/vault/src/index.js";
 import { runUntilStopped, type ServiceModule } from "./run.js";
 
 /**
  * `npm start`: every service that exists, in one process, each on its own port (DESIGN §1);
  * `npm start -- --only <name>` runs one; `--migrate-only` applies migrations and exits. The launcher
- * is the one place that imports the services, so one bundle holds them all (ADR 0016).
+ * is the one place that imports the services, so one bundle holds them all; each is imported when
+ * needed, so the database begins to open before their code runs (ADR 0016). `tables` must agree
+ * with the module's `migrationsFolder` (the launcher checks).
  */
-const MODULES: Record<ServiceName, ServiceModule> = {
-  iam,
-  billing,
-  "stack-registry": stackRegistry,
-  "platform-registry": platformRegistry,
-  vault,
+const MODULES: Record<ServiceName, { tables: boolean; load: () => Promise<ServiceModule> }> = {
+  iam: { tables: true, load: () => import("../../../services/iam/src/index.js") },
+  billing: { tables: true, load: () => import("../../../services/billing/src/index.js") },
+  "stack-registry": { tables: true, load: () => import("../../../services/stack-registry/src/index.js") },
+  "platform-registry": { tables: true, load: () => import("../../../services/platform-registry/src/index.js") },
+  vault: { tables: false, load: () => import("../../../services/vault/src/index.js") },
 };
 const AVAILABLE = Object.keys(MODULES) as ServiceName[];
 
@@ -36,10 +33,11 @@ if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
   process.exit(1);
 }
 const names = values.only ? [values.only as ServiceName] : AVAILABLE;
-const services = names.map((name): [ServiceName, ServiceModule] => [name, MODULES[name]]);
-
 const running = await runUntilStopped({
-  services,
+  services: {
+    withTables: names.some((name) => MODULES[name].tables),
+    load: () => Promise.all(names.map(async (name): Promise<[ServiceName, ServiceModule]> => [name, await MODULES[name].load()])),
+  },
   migrateOnly: values["migrate-only"],
   builtInCredentials: !values.only || !process.env.DATABASE_URL,
 });
