@@ -22,6 +22,8 @@ export const customers = billing.table(
     balanceCents: cents("balance_cents").notNull().default(0),
     currency: text("currency").notNull().default("usd"),
     defaultPaymentMethodId: text("default_payment_method_id"),
+    /** the customer at the payment provider (Stripe's `cus_…`); null on the local provider, or before the first call to Stripe */
+    providerCustomerId: text("provider_customer_id"),
     /** the `<PREFIX>` of this customer's invoice numbers */
     invoicePrefix: text("invoice_prefix").notNull(),
     /** the next number to give at finalization: numbers are gapless per customer (DESIGN §6.4) */
@@ -33,6 +35,7 @@ export const customers = billing.table(
     uniqueIndex("customers_platform_key").on(t.platformId).where(sql`${t.platformId} is not null`),
     index("customers_user_idx").on(t.userId),
     uniqueIndex("customers_invoice_prefix_key").on(t.invoicePrefix),
+    uniqueIndex("customers_provider_customer_key").on(t.providerCustomerId).where(sql`${t.providerCustomerId} is not null`),
   ],
 );
 

@@ -1,0 +1,2 @@
+ALTER TABLE "billing"."customers" ADD COLUMN "provider_customer_id" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "customers_provider_customer_key" ON "billing"."customers" USING btree ("provider_customer_id") WHERE "billing"."customers"."provider_customer_id" is not null;

@@ -1,0 +1,231 @@
+import { createHash, randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { TEST_CARDS } from "../../src/provider/local.js";
+
+/**
+ * A fake of the Stripe API, enough for billing's `stripe` provider and driven by the real SDK
+ * (DESIGN §6.1): customers, PaymentMethods (Stripe's test tokens by name), SetupIntents,
+ * PaymentIntents and Billing Portal sessions, with Stripe's idempotency rules (a repeated key
+ * replays the saved answer with `Idempotent-Replayed: true`, another body under the key is a 400
+ * `idempotency_error`, a key still running is a 409) and faults on demand: no answer at all, a 500,
+ * or a decline.
+ */
+export interface FakeStripe {
+  url: string;
+  secretKey: string;
+  /** every request, in order: method, path, idempotency key, whether the answer was a replay */
+  requests: { method: string; path: string; idempotencyKey: string | null; replayed: boolean; status: number }[];
+  /** PaymentIntents that succeeded, by id: what actually moved money */
+  succeededCharges(): { id: string; amount: number; customer: string; idempotencyKey: string | null }[];
+  /** the next request matching `path` gets this fault instead of its normal answer */
+  fault(path: RegExp, kind: Fault): void;
+  close(): Promise<void>;
+}
+
+/**
+ * `silent`: the request is carried out and its answer saved, but the client never hears it (a
+ * timeout after the work, the case idempotency keys exist for). `error500`: a 500 before any work.
+ * `decline`: a PaymentIntent declined with card_declined / generic_decline.
+ */
+export type Fault = "silent" | "error500" | "decline";
+
+type Params = Record<string, string>;
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+interface Card {
+  id: string;
+  customer: string | null;
+  /** was attached once: a detached card is never attached again */
+  used: boolean;
+  brand: string;
+  last4: string;
+  funding: string;
+  failsCharges: boolean;
+  created: number;
+}
+
+const id = (prefix: string) => `${prefix}_${randomBytes(12).toString("base64url").replace(/[-_]/g, "x")}`;
+const error = (status: number, type: string, message: string, extra: Record<string, unknown> = {}): Answer => ({ status, body: { error: { type, message, ...extra } } });
+const missing = (what: string, value: string, param: string) => error(404, "invalid_request_error", `No such ${what}: '${value}'`, { code: "resource_missing", param });
+
+export async function startFakeStripe(): Promise<FakeStripe> {
+  const secretKey = `sk_test_${randomBytes(16).toString("hex")}`;
+  const customers = new Map<string, { id: string; email: string | null; name: string | null; metadata: Params; defaultPaymentMethod: string | null }>();
+  const cards = new Map<string, Card>();
+  const intents = new Map<string, { id: string; amount: number; customer: string; status: string; latestCharge: string; idempotencyKey: string | null }>();
+  const saved = new Map<string, { hash: string; answer: Answer }>();
+  const running = new Set<string>();
+  const faults: { path: RegExp; kind: Fault }[] = [];
+  const requests: FakeStripe["requests"] = [];
+  const now = () => Math.floor(Date.now() / 1000);
+
+  const cardJson = (card: Card) => ({
+    id: card.id,
+    object: "payment_method",
+    type: "card",
+    customer: card.customer,
+    created: card.created,
+    card: { brand: card.brand, last4: card.last4, exp_month: 12, exp_year: 2034, funding: card.funding },
+  });
+  const customerJson = (c: typeof customers extends Map<string, infer V> ? V : never) => ({
+    id: c.id,
+    object: "customer",
+    email: c.email,
+    name: c.name,
+    metadata: c.metadata,
+    invoice_settings: { default_payment_method: c.defaultPaymentMethod },
+  });
+  const metadataOf = (params: Params) => Object.fromEntries(Object.entries(params).flatMap(([k, v]) => (k.startsWith("metadata[") ? [[k.slice(9, -1), v]] : [])));
+
+  /** One API call; `declineNext` is a fault asking this PaymentIntent to be declined. */
+  function handle(method: string, path: string, params: Params, key: string | null, declineNext: boolean): Answer {
+    let m: RegExpMatchArray | null;
+    if (method === "POST" && path === "/v1/customers") {
+      const customer = { id: id("cus"), email: params.email ?? null, name: params.name ?? null, metadata: metadataOf(params), defaultPaymentMethod: null };
+      customers.set(customer.id, customer);
+      return { status: 200, body: customerJson(customer) };
+    }
+    if ((m = path.match(/^\/v1\/customers\/([^/]+)$/))) {
+      const customer = customers.get(m[1]!);
+      if (!customer) return missing("customer", m[1]!, "id");
+      if (method === "POST") {
+        if (params.email !== undefined) customer.email = params.email;
+        if (params.name !== undefined) customer.name = params.name;
+        const pm = params["invoice_settings[default_payment_method]"];
+        if (pm !== undefined) {
+          if (cards.get(pm)?.customer !== customer.id) return error(400, "invalid_request_error", `No such PaymentMethod: '${pm}'`, { param: "invoice_settings[default_payment_method]" });
+          customer.defaultPaymentMethod = pm;
+        }
+      }
+      return { status: 200, body: customerJson(customer) };
+    }
+    if (method === "GET" && (m = path.match(/^\/v1\/customers\/([^/]+)\/payment_methods$/))) {
+      if (!customers.has(m[1]!)) return missing("customer", m[1]!, "customer");
+      // newest first, as Stripe lists
+      const data = [...cards.values()].filter((c) => c.customer === m![1]).reverse().map(cardJson);
+      return { status: 200, body: { object: "list", data, has_more: false, url: path } };
+    }
+    if ((m = path.match(/^\/v1\/payment_methods\/([^/]+)\/attach$/)) && method === "POST") {
+      const token = m[1]!;
+      const customer = params.customer;
+      if (!customer || !customers.has(customer)) return missing("customer", customer ?? "", "customer");
+      const test = Object.hasOwn(TEST_CARDS, token) ? TEST_CARDS[token]! : undefined;
+      if (test) {
+        if (test.refused) return error(402, "card_error", "Your card was declined.", { code: test.refused.code, decline_code: test.refused.declineCode ?? undefined });
+        const card: Card = { id: id("pm"), customer, used: true, brand: test.brand, last4: test.last4, funding: test.funding, failsCharges: test.failsCharges ?? false, created: now() };
+        cards.set(card.id, card);
+        return { status: 200, body: cardJson(card) };
+      }
+      const card = cards.get(token);
+      if (!card) return missing("PaymentMethod", token, "payment_method");
+      if (card.customer === customer) return { status: 200, body: cardJson(card) };
+      if (card.customer) return error(400, "invalid_request_error", "The payment method you provided has already been attached to a customer.");
+      return error(400, "invalid_request_error", "This PaymentMethod was previously used without being attached to a Customer or was detached from a Customer, and may not be used again.");
+    }
+    if ((m = path.match(/^\/v1\/payment_methods\/([^/]+)\/detach$/)) && method === "POST") {
+      const card = cards.get(m[1]!);
+      if (!card) return missing("PaymentMethod", m[1]!, "payment_method");
+      if (!card.customer) return error(400, "invalid_request_error", "The payment method you provided is not attached to a customer so detachment is impossible.");
+      card.customer = null;
+      return { status: 200, body: cardJson(card) };
+    }
+    if ((m = path.match(/^\/v1\/payment_methods\/([^/]+)$/)) && method === "GET") {
+      const card = cards.get(m[1]!);
+      return card ? { status: 200, body: cardJson(card) } : missing("PaymentMethod", m[1]!, "id");
+    }
+    if (method === "POST" && path === "/v1/setup_intents") {
+      if (!customers.has(params.customer ?? "")) return missing("customer", params.customer ?? "", "customer");
+      const intent = id("seti");
+      return { status: 200, body: { id: intent, object: "setup_intent", client_secret: `${intent}_secret_${randomBytes(12).toString("hex")}`, status: "requires_payment_method", customer: params.customer } };
+    }
+    if (method === "POST" && path === "/v1/billing_portal/sessions") {
+      if (!customers.has(params.customer ?? "")) return missing("customer", params.customer ?? "", "customer");
+      const session = id("bps");
+      return { status: 200, body: { id: session, object: "billing_portal.session", customer: params.customer, return_url: params.return_url, url: `${base}/p/session/${session}` } };
+    }
+    if (method === "POST" && path === "/v1/payment_intents") {
+      const customer = params.customer ?? "";
+      const pm = params.payment_method ?? "";
+      if (!customers.has(customer)) return missing("customer", customer, "customer");
+      const card = cards.get(pm);
+      if (!card) return missing("PaymentMethod", pm, "payment_method");
+      if (card.customer !== customer) return error(400, "invalid_request_error", "The provided PaymentMethod does not belong to this Customer.", { param: "payment_method" });
+      const intent = { id: id("pi"), amount: Number(params.amount), customer, status: "succeeded", latestCharge: id("ch"), idempotencyKey: key };
+      if (card.failsCharges || declineNext) {
+        intent.status = "requires_payment_method";
+        intents.set(intent.id, intent);
+        const json = { id: intent.id, object: "payment_intent", status: intent.status, latest_charge: intent.latestCharge, amount: intent.amount, customer };
+        return error(402, "card_error", "Your card was declined.", { code: "card_declined", decline_code: "generic_decline", payment_intent: json });
+      }
+      intents.set(intent.id, intent);
+      return { status: 200, body: { id: intent.id, object: "payment_intent", status: "succeeded", latest_charge: intent.latestCharge, amount: intent.amount, currency: params.currency, customer, payment_method: pm, metadata: metadataOf(params) } };
+    }
+    return error(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);
+  }
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const url = new URL(req.url ?? "/", "http://fake");
+      const method = req.method ?? "GET";
+      const body = Buffer.concat(chunks).toString("utf8");
+      const params = Object.fromEntries(new URLSearchParams(method === "GET" ? url.search : body));
+      const key = (req.headers["idempotency-key"] as string | undefined) ?? null;
+      const send = (answer: Answer, replayed = false) => {
+        requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: answer.status });
+        res.writeHead(answer.status, { "content-type": "application/json", "request-id": id("req"), ...(replayed && { "idempotent-replayed": "true" }) });
+        res.end(JSON.stringify(answer.body));
+      };
+      if (req.headers.authorization !== `Bearer ${secretKey}`) return send(error(401, "invalid_request_error", "Invalid API Key provided"));
+
+      const at = faults.findIndex((f) => f.path.test(url.pathname));
+      const fault = at >= 0 ? faults.splice(at, 1)[0]!.kind : null;
+      if (fault === "error500") return send(error(500, "api_error", "Something went wrong on Stripe's end."));
+
+      // Stripe's idempotency: keys per account, on POST; the saved answer of a key is replayed
+      const hash = createHash("sha256").update(`${url.pathname}\n${body}`).digest("hex");
+      if (method === "POST" && key) {
+        const earlier = saved.get(key);
+        if (earlier) {
+          if (earlier.hash !== hash) return send(error(400, "idempotency_error", "Keys for idempotent requests can only be used with the same parameters they were first used with."));
+          return send(earlier.answer, true);
+        }
+        if (running.has(key)) return send(error(409, "idempotency_error", "There is currently another in-progress request using this Idempotency Key."));
+        running.add(key);
+      }
+      // a little latency, so concurrent requests with one key really overlap
+      setTimeout(() => {
+        const answer = handle(method, url.pathname, params, key, fault === "decline");
+        if (method === "POST" && key) {
+          running.delete(key);
+          // as at Stripe: a request that began executing keeps its result, errors included
+          if (answer.status < 500) saved.set(key, { hash, answer });
+        }
+        if (fault === "silent") {
+          requests.push({ method, path: url.pathname, idempotencyKey: key, replayed: false, status: 0 });
+          return; // the client times out; the work is done
+        }
+        send(answer);
+      }, 5);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: base,
+    secretKey,
+    requests,
+    succeededCharges: () => [...intents.values()].filter((i) => i.status === "succeeded").map((i) => ({ id: i.latestCharge, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey })),
+    fault: (path, kind) => faults.push({ path, kind }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
