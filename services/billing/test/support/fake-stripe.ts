@@ -16,6 +16,8 @@ export interface FakeStripe {
   secretKey: string;
   /** every request, in order: method, path, idempotency key, whether the answer was a replay */
   requests: { method: string; path: string; idempotencyKey: string | null; replayed: boolean; status: number }[];
+  /** a customer as Stripe holds it */
+  customer(id: string): { email: string | null; name: string | null; metadata: Record<string, string>; defaultPaymentMethod: string | null } | undefined;
   /** PaymentIntents that succeeded, by id: what actually moved money */
   succeededCharges(): { id: string; amount: number; customer: string; idempotencyKey: string | null }[];
   /** the next request matching `path` gets this fault instead of its normal answer */
@@ -220,6 +222,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     url: base,
     secretKey,
     requests,
+    customer: (customerId) => customers.get(customerId),
     succeededCharges: () => [...intents.values()].filter((i) => i.status === "succeeded").map((i) => ({ id: i.latestCharge, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey })),
     fault: (path, kind) => faults.push({ path, kind }),
     close: () =>
