@@ -9,6 +9,7 @@ import { IdempotencyKeys } from "./idempotency.js";
 import { AlertMailer } from "./metering/alerts.js";
 import { pruneUsageEvents } from "./metering/retention.js";
 import { LocalProvider } from "./provider/local.js";
+import { StripeProvider, stripeClient } from "./provider/stripe.js";
 import type { PaymentProvider } from "./provider/types.js";
 import { BillingWorker } from "./renewals.js";
 import { invoiceRoutes } from "./routes/invoices.js";
@@ -19,6 +20,7 @@ import { platformPaymentMethodRoutes } from "./routes/payment-methods.js";
 import { planRoutes } from "./routes/plans.js";
 import { portalRoutes } from "./routes/portal.js";
 import { recordRoutes } from "./routes/records.js";
+import { stripeWebhookRoutes } from "./routes/stripe-webhooks.js";
 import { usageRoutes } from "./routes/usage.js";
 import { subscriptionRoutes } from "./routes/subscription.js";
 import { TierSync } from "./tier-sync.js";
@@ -56,11 +58,14 @@ export interface BillingContext {
 export function createApp(deps: BillingDeps) {
   const clock = deps.clock ?? systemClock;
   const time = new BillingTime(deps.db, clock, deps.config.testClock);
+  const stripe = deps.config.stripe
+    ? { client: stripeClient({ secretKey: deps.config.stripe.secretKey, apiBase: deps.config.stripe.apiBase }), webhookSecret: deps.config.stripe.webhookSecret }
+    : null;
   const engine: Engine = {
     db: deps.db,
     time,
     catalogue: deps.config.catalogue,
-    provider: deps.provider ?? new LocalProvider(deps.db, clock, deps.config.billingUrl),
+    provider: deps.provider ?? (stripe ? new StripeProvider(deps.db, stripe.client) : new LocalProvider(deps.db, clock, deps.config.billingUrl)),
     taxPercent: deps.config.taxPercent,
     usageGraceSeconds: deps.config.usageGraceSeconds,
   };
@@ -112,6 +117,7 @@ export function createApp(deps: BillingDeps) {
   usageRoutes(app, ctx);
   meteringRoutes(app, ctx);
   portalRoutes(app, ctx);
+  stripeWebhookRoutes(app, ctx, stripe, () => clock.now());
   if (deps.config.testClock) testClockRoutes(app, ctx);
   return Object.assign(app, { ctx });
 }

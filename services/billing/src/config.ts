@@ -17,6 +17,16 @@ export interface BillingConfig {
   usageGraceSeconds: number;
   /** where usage alerts are mailed from, and how (SMTP_URL or the outbox) */
   mail: MailConfig;
+  /** STRIPE_SECRET_KEY chooses the stripe provider (DESIGN §6.1); null: the local one */
+  stripe: StripeConfig | null;
+}
+
+export interface StripeConfig {
+  secretKey: string;
+  /** STRIPE_WEBHOOK_SECRET: what `POST /webhooks/stripe` checks signatures with */
+  webhookSecret: string;
+  /** CORE_STRIPE_API_URL: another address for Stripe's API (a proxy, or the tests' fake); default Stripe's */
+  apiBase: string | undefined;
 }
 
 const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;
@@ -36,5 +46,22 @@ export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv =
     workerIntervalMs: positiveIntEnv(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
     usageGraceSeconds: positiveIntEnv(env, "CORE_BILLING_USAGE_GRACE_SECONDS", 3600),
     mail: mailConfig(common, env),
+    stripe: stripeConfig(env),
   };
+}
+
+/** Both Stripe secrets or neither: a provider that moves money but cannot hear back is refused at start. */
+function stripeConfig(env: NodeJS.ProcessEnv): StripeConfig | null {
+  const secretKey = env.STRIPE_SECRET_KEY?.trim() || "";
+  const webhookSecret = env.STRIPE_WEBHOOK_SECRET?.trim() || "";
+  if (!secretKey && !webhookSecret) return null;
+  if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]{8,}$/.test(secretKey)) {
+    throw new ConfigError("STRIPE_SECRET_KEY must be a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…) when STRIPE_WEBHOOK_SECRET is set");
+  }
+  if (!/^whsec_[A-Za-z0-9+/=]{8,}$/.test(webhookSecret)) {
+    throw new ConfigError("STRIPE_WEBHOOK_SECRET must be the endpoint's signing secret (whsec_…) when STRIPE_SECRET_KEY is set: without it Stripe's events cannot be trusted");
+  }
+  const apiBase = env.CORE_STRIPE_API_URL?.trim() || undefined;
+  if (apiBase !== undefined && !/^https?:\/\/[^\s]+$/.test(apiBase)) throw new ConfigError(`CORE_STRIPE_API_URL must be an http(s) address, got "${apiBase.slice(0, 100)}"`);
+  return { secretKey, webhookSecret, apiBase };
 }

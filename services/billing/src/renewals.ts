@@ -141,24 +141,7 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
     if (!invoice.subscriptionId || !(await lockUnderLease(tx, invoice.subscriptionId, leaseId))) return;
     const [subscription] = await tx.select().from(subscriptions).where(eq(subscriptions.id, invoice.subscriptionId));
     if (result.paid) {
-      await markPaid(tx, at, invoice);
-      const paidForPeriod = subscription && invoice.reason !== "usage" && invoice.periodStart.getTime() === subscription.currentPeriodStart.getTime();
-      if (subscription?.current) {
-        // past due until nothing of it is owed any more (a renewal and a usage invoice may both be open)
-        const [stillOwed] = await tx
-          .select({ id: invoices.id })
-          .from(invoices)
-          .where(and(eq(invoices.subscriptionId, subscription.id), eq(invoices.status, "open"), ne(invoices.id, invoice.id)))
-          .limit(1);
-        await tx
-          .update(subscriptions)
-          .set({
-            ...(subscription.status === "past_due" && !stillOwed ? { status: "active" as const } : {}),
-            ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}),
-            updatedAt: at,
-          })
-          .where(eq(subscriptions.id, subscription.id));
-      }
+      await recordPaid(tx, invoice, subscription ?? null, at);
       return;
     }
     const attempts = attempt + 1;
@@ -177,6 +160,31 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
     if (spent) await returnToFree(engine, tx, subscription, at);
     else await tx.update(subscriptions).set({ status: "past_due", updatedAt: at }).where(eq(subscriptions.id, subscription.id));
   });
+}
+
+/**
+ * An open invoice is paid (a charge of ours, or one Stripe reports by webhook): the invoice is
+ * marked paid once (only an open one changes), and its current subscription is active again when
+ * nothing else of it is owed. Runs in the transaction that holds the subscription's lease.
+ */
+export async function recordPaid(tx: Db, invoice: InvoiceRow, subscription: SubscriptionRow | null, at: Date): Promise<void> {
+  await markPaid(tx, at, invoice);
+  const paidForPeriod = subscription && invoice.reason !== "usage" && invoice.periodStart.getTime() === subscription.currentPeriodStart.getTime();
+  if (!subscription?.current) return;
+  // past due until nothing of it is owed any more (a renewal and a usage invoice may both be open)
+  const [stillOwed] = await tx
+    .select({ id: invoices.id })
+    .from(invoices)
+    .where(and(eq(invoices.subscriptionId, subscription.id), eq(invoices.status, "open"), ne(invoices.id, invoice.id)))
+    .limit(1);
+  await tx
+    .update(subscriptions)
+    .set({
+      ...(subscription.status === "past_due" && !stillOwed ? { status: "active" as const } : {}),
+      ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}),
+      updatedAt: at,
+    })
+    .where(eq(subscriptions.id, subscription.id));
 }
 
 /**

@@ -178,6 +178,31 @@ describe("billing's configuration", () => {
     expect(config.catalogue.plan("starter").priceCents).toBe(5800);
   });
 
+  it("chooses Stripe only with both secrets, and never echoes a secret in its refusal", () => {
+    expect(loadBillingConfig(common, {}).stripe).toBeNull();
+    const key = "sk_test_51Abcdefghijklmnop";
+    const webhook = "whsec_abcdefghijklmnop";
+    expect(loadBillingConfig(common, { STRIPE_SECRET_KEY: key, STRIPE_WEBHOOK_SECRET: webhook }).stripe).toEqual({ secretKey: key, webhookSecret: webhook, apiBase: undefined });
+    expect(loadBillingConfig(common, { STRIPE_SECRET_KEY: key, STRIPE_WEBHOOK_SECRET: webhook, CORE_STRIPE_API_URL: "http://127.0.0.1:12111" }).stripe?.apiBase).toBe("http://127.0.0.1:12111");
+    for (const [env, names] of [
+      [{ STRIPE_SECRET_KEY: key }, "STRIPE_WEBHOOK_SECRET"],
+      [{ STRIPE_WEBHOOK_SECRET: webhook }, "STRIPE_SECRET_KEY"],
+      [{ STRIPE_SECRET_KEY: "pk_test_publishable123456", STRIPE_WEBHOOK_SECRET: webhook }, "STRIPE_SECRET_KEY"],
+      [{ STRIPE_SECRET_KEY: key, STRIPE_WEBHOOK_SECRET: webhook, CORE_STRIPE_API_URL: "api.stripe.com" }, "CORE_STRIPE_API_URL"],
+    ] as const) {
+      let thrown: unknown;
+      try {
+        loadBillingConfig(common, env);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(ConfigError);
+      expect((thrown as Error).message).toContain(names);
+      expect((thrown as Error).message).not.toContain("abcdefghijklmnop");
+      expect((thrown as Error).message).not.toContain("publishable123456");
+    }
+  });
+
   it("refuses a catalogue file that is not JSON, or whose plans are not valid, naming the file", () => {
     const dir = mkdtempSync(join(tmpdir(), "core-plans-"));
     const broken = join(dir, "broken.json");

@@ -492,3 +492,14 @@ export type InvoiceRow = typeof invoices.$inferSelect;
 export type InvoiceLineRow = typeof invoiceLines.$inferSelect;
 export type PaymentMethodRow = typeof paymentMethods.$inferSelect;
 export type UsagePeriodRow = typeof usagePeriods.$inferSelect;
+
+/**
+ * Events the payment provider sent us (Stripe webhooks, DESIGN §6.1): each is handled once, by its
+ * id, in the transaction of its effect; `outcome` says what it did (or why nothing).
+ */
+export const providerEvents = billing.table("provider_events", {
+  id: text("id").primaryKey(),
+  type: text("type").notNull(),
+  outcome: text("outcome").notNull(),
+  receivedAt: ts("received_at").notNull(),
+});

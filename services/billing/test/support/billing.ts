@@ -33,6 +33,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
     workerIntervalMs: 60_000,
     usageGraceSeconds: 3600,
     mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" },
+    stripe: null,
     ...overrides,
   };
 }
