@@ -21,6 +21,9 @@ import { planRoutes } from "./routes/plans.js";
 import { portalRoutes } from "./routes/portal.js";
 import { recordRoutes } from "./routes/records.js";
 import { stripeWebhookRoutes } from "./routes/stripe-webhooks.js";
+import { webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
+import { WebhookDispatcher } from "./webhooks/dispatcher.js";
+import { noteTrialsEnding } from "./webhooks/trials.js";
 import { usageRoutes } from "./routes/usage.js";
 import { subscriptionRoutes } from "./routes/subscription.js";
 import { TierSync } from "./tier-sync.js";
@@ -52,6 +55,8 @@ export interface BillingContext {
   worker: BillingWorker;
   tierSync: TierSync;
   alerts: AlertMailer;
+  /** sends the outbox's deliveries; the worker runs it each pass */
+  webhooks: WebhookDispatcher;
 }
 
 /** Billing's HTTP app (spec §4.4, DESIGN §6) and its worker, which the caller starts. */
@@ -72,6 +77,7 @@ export function createApp(deps: BillingDeps) {
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
   const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
+  const webhooks = new WebhookDispatcher(deps.db, clock, deps.logger, { allowPrivate: deps.config.webhookAllowPrivate });
   const alerts = new AlertMailer(deps.db, mailer, deps.logger, () => clock.now(), deps.config.billingUrl);
   // side work of each pass, each on its own: one failing does not hold back the others
   const sideWork: [string, () => Promise<unknown>][] = [
@@ -79,6 +85,8 @@ export function createApp(deps: BillingDeps) {
     ["idempotency pruning", () => idempotency.prune()],
     ["usage retention", async () => pruneUsageEvents(deps.db, await time.now())],
     ["usage alert mail", () => alerts.drain()],
+    ["trials ending", async () => noteTrialsEnding(deps.db, await time.now())],
+    ["webhook deliveries", () => webhooks.pass()],
   ];
   const worker = new BillingWorker(engine, deps.config.workerIntervalMs, deps.logger, async () => {
     for (const [name, work] of sideWork) await work().catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
@@ -93,6 +101,7 @@ export function createApp(deps: BillingDeps) {
     worker,
     tierSync,
     alerts,
+    webhooks,
   };
 
   const app = createServiceApp({
@@ -118,6 +127,7 @@ export function createApp(deps: BillingDeps) {
   meteringRoutes(app, ctx);
   portalRoutes(app, ctx);
   stripeWebhookRoutes(app, ctx, stripe, () => clock.now());
+  webhookEndpointRoutes(app, ctx);
   if (deps.config.testClock) testClockRoutes(app, ctx);
   return Object.assign(app, { ctx });
 }

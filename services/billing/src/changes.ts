@@ -4,7 +4,7 @@ import type { Db } from "@core/storage";
 import { atProvider, customerOfPlatform, ensurePlatformCustomer } from "./customers.js";
 import { customers, invoices, subscriptions, type CustomerRow, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, finalizeDraft, linesOf, priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
+import { createDraft, emitInvoiceEvent, finalizeDraft, linesOf, priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
 import { addMonthsClamped } from "./periods.js";
 import type { Plan, Tier } from "./plans.js";
 import { prorationLines } from "./proration.js";
@@ -31,7 +31,10 @@ async function chargeFor(engine: Engine, customer: CustomerRow, invoice: Invoice
 
 /** A refused charge: its invoice is finalized void (numbers stay gapless) and the refusal answered, 402. */
 async function refused(engine: Engine, invoiceId: string, now: Date, outcome: Extract<ChargeOutcome, { status: "failed" }>): Promise<never> {
-  await engine.db.transaction((tx) => finalizeDraft(tx, now, invoiceId, "void"));
+  await engine.db.transaction(async (tx) => {
+    const voided = await finalizeDraft(tx, now, invoiceId, "void");
+    await emitInvoiceEvent(tx, "invoice.payment_failed", voided, now);
+  });
   throw new PaymentDeclined(outcome.code, outcome.declineCode);
 }
 

@@ -19,6 +19,8 @@ export interface BillingConfig {
   mail: MailConfig;
   /** STRIPE_SECRET_KEY chooses the stripe provider (DESIGN §6.1); null: the local one */
   stripe: StripeConfig | null;
+  /** CORE_BILLING_WEBHOOK_ALLOW_PRIVATE: webhooks may go to loopback and private addresses (default: on the embedded database only) */
+  webhookAllowPrivate: boolean;
 }
 
 export interface StripeConfig {
@@ -47,7 +49,15 @@ export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv =
     usageGraceSeconds: positiveIntEnv(env, "CORE_BILLING_USAGE_GRACE_SECONDS", 3600),
     mail: mailConfig(common, env),
     stripe: stripeConfig(env),
+    webhookAllowPrivate: allowPrivate(common, env),
   };
+}
+
+/** Development on the embedded database reaches localhost receivers; with PostgreSQL (production) only when told. */
+function allowPrivate(common: CommonConfig, env: NodeJS.ProcessEnv): boolean {
+  const value = env.CORE_BILLING_WEBHOOK_ALLOW_PRIVATE ?? "";
+  if (!["", "0", "1"].includes(value)) throw new ConfigError(`CORE_BILLING_WEBHOOK_ALLOW_PRIVATE must be 1, 0 or unset, got "${value.slice(0, 40)}"`);
+  return value === "" ? !common.databaseUrl : value === "1";
 }
 
 /** Both Stripe secrets or neither: a provider that moves money but cannot hear back is refused at start. */

@@ -3,6 +3,7 @@ import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type InvoiceLineRow, type InvoiceRow } from "./db/schema.js";
+import { emitEvent, type EventType } from "./webhooks/outbox.js";
 
 /** Stripe's smallest charge: a due amount below it is carried to the next invoice (DESIGN §6.3). */
 export const MINIMUM_CHARGE_CENTS = 50;
@@ -209,7 +210,15 @@ export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcom
     })
     .where(eq(invoices.id, invoiceId))
     .returning();
+  await emitInvoiceEvent(tx, "invoice.finalized", row!, now);
+  if (paid) await emitInvoiceEvent(tx, "invoice.paid", row!, now);
+  if (outcome === "void") await emitInvoiceEvent(tx, "invoice.voided", row!, now);
   return row!;
+}
+
+/** An invoice event carries the invoice as GET /invoices/{id} answers it, lines included (DESIGN §6.8). */
+export async function emitInvoiceEvent(tx: Db, type: Extract<EventType, `invoice.${string}`>, invoice: InvoiceRow, at: Date): Promise<void> {
+  await emitEvent(tx, type, invoiceJson(invoice, await linesOf(tx, invoice.id)), at);
 }
 
 async function applyToBalance(tx: Db, now: Date, invoice: InvoiceRow, currency: string) {
@@ -233,6 +242,7 @@ export async function markPaid(tx: Db, now: Date, invoice: InvoiceRow): Promise<
     .set({ status: "paid", paidAt: now, amountPaidCents: invoice.amountDueCents - invoice.amountCarriedCents, nextAttemptAt: null })
     .where(and(eq(invoices.id, invoice.id), eq(invoices.status, "open")))
     .returning();
+  if (row) await emitInvoiceEvent(tx, "invoice.paid", row, now);
   return row ?? invoice;
 }
 
@@ -255,6 +265,7 @@ export async function voidOpenInvoice(tx: Db, now: Date, invoiceId: string, acto
   if (carried) await restore(-carried.amountCents, "Carried balance owed again: its invoice was voided");
   if (before.amountCarriedCents > 0) await restore(before.amountCarriedCents, "Carried amount dropped: its invoice was voided");
   const [after] = await tx.update(invoices).set({ status: "void", voidedAt: now, nextAttemptAt: null }).where(eq(invoices.id, invoiceId)).returning();
+  await emitInvoiceEvent(tx, "invoice.voided", after!, now);
   return { before, after: after! };
 }
 

@@ -4,7 +4,7 @@ import { rowsOf, type Db } from "@core/storage";
 import { findCustomer } from "./customers.js";
 import { invoices, operatorAudit, subscriptions, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, finalizeDraft, lockCustomer, markPaid, moveBalance, priceInvoice, type Actor } from "./invoicing.js";
+import { createDraft, emitInvoiceEvent, finalizeDraft, lockCustomer, markPaid, moveBalance, priceInvoice, type Actor } from "./invoicing.js";
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
@@ -189,7 +189,12 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
   if (chargeCents > 0 && customer.defaultPaymentMethodId) {
     const outcome = await engine.provider.charge({ customerId: customer.id, paymentMethodId: customer.defaultPaymentMethodId, amountCents: chargeCents, currency: invoice.currency, invoiceId: invoice.id, idempotencyKey: requestKey });
     if (outcome.status === "succeeded") invoice = await engine.db.transaction((tx) => markPaid(tx, now, invoice));
-    else await engine.db.update(invoices).set({ attemptCount: 1, lastDeclineCode: outcome.declineCode ?? outcome.code }).where(eq(invoices.id, invoice.id));
+    else {
+      await engine.db.transaction(async (tx) => {
+        const [failed] = await tx.update(invoices).set({ attemptCount: 1, lastDeclineCode: outcome.declineCode ?? outcome.code }).where(eq(invoices.id, invoice.id)).returning();
+        await emitInvoiceEvent(tx, "invoice.payment_failed", failed!, now);
+      });
+    }
   } else if (chargeCents <= 0) {
     invoice = await engine.db.transaction((tx) => markPaid(tx, now, invoice));
   }

@@ -4,7 +4,7 @@ import { isUniqueViolation, type Db } from "@core/storage";
 import { findCustomer } from "./customers.js";
 import { invoiceLines, invoices, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, finalizeDraft, markPaid, priceInvoice, subscriptionLine } from "./invoicing.js";
+import { createDraft, emitInvoiceEvent, finalizeDraft, markPaid, priceInvoice, subscriptionLine } from "./invoicing.js";
 import { closePeriod, nextClose } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
@@ -147,7 +147,7 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
     const attempts = attempt + 1;
     const spent = result.hard || attempts > RETRY_DAYS.length;
     const firstRefusal = invoice.finalizedAt ?? at;
-    await tx
+    const [failed] = await tx
       .update(invoices)
       .set({
         attemptCount: attempts,
@@ -155,7 +155,9 @@ async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: numbe
         status: spent ? "uncollectible" : "open",
         nextAttemptAt: spent ? null : new Date(firstRefusal.getTime() + RETRY_DAYS[attempt]! * DAY_MS),
       })
-      .where(eq(invoices.id, invoice.id));
+      .where(eq(invoices.id, invoice.id))
+      .returning();
+    await emitInvoiceEvent(tx, "invoice.payment_failed", failed!, at);
     if (!subscription?.current) return;
     if (spent) await returnToFree(engine, tx, subscription, at);
     else await tx.update(subscriptions).set({ status: "past_due", updatedAt: at }).where(eq(subscriptions.id, subscription.id));
@@ -219,7 +221,8 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
   await engine.db.transaction(async (tx) => {
     if (!(await lockUnderLease(tx, subscription.id, leaseId))) return;
     if (!result.paid) {
-      await finalizeDraft(tx, at, draft.id, "void");
+      const voided = await finalizeDraft(tx, at, draft.id, "void");
+      await emitInvoiceEvent(tx, "invoice.payment_failed", voided, at);
       await returnToFree(engine, tx, subscription, at);
       return;
     }

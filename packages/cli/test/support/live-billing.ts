@@ -40,7 +40,7 @@ export async function startLiveBilling() {
   const billing = createBillingApp({
     db: database.db,
     logger: silentLogger(),
-    config: { billingUrl, registryUrl, catalogue: new Catalogue(DEFAULT_PLANS), taxPercent: "0", testClock: false, workerIntervalMs: 60_000, usageGraceSeconds: 3600, mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" }, stripe: null },
+    config: { billingUrl, registryUrl, catalogue: new Catalogue(DEFAULT_PLANS), taxPercent: "0", testClock: false, workerIntervalMs: 60_000, usageGraceSeconds: 3600, mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" }, stripe: null, webhookAllowPrivate: true },
     credentials: remoteResolvers({ iamUrl, serviceId: BILLING, tokens: billingTokens }),
     tokens: billingTokens,
   });

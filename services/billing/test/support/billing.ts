@@ -34,6 +34,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
     usageGraceSeconds: 3600,
     mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" },
     stripe: null,
+    webhookAllowPrivate: true,
     ...overrides,
   };
 }

@@ -1,0 +1,208 @@
+import { createHmac } from "node:crypto";
+import { lookup } from "node:dns/promises";
+import { BlockList, isIP } from "node:net";
+import { and, eq, min, sql } from "drizzle-orm";
+import { unixSeconds, type Clock, type Logger } from "@core/kit";
+import { rowsOf, type Db } from "@core/storage";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from "../db/schema.js";
+
+/** Deliveries are retried for up to three days after their first attempt (DESIGN §6.8). */
+export const RETRY_FOR_MS = 3 * 24 * 3600_000;
+/** The first retry after a minute, doubling, at most six hours apart: about 17 attempts in three days. */
+export const FIRST_RETRY_MS = 60_000;
+export const LONGEST_RETRY_MS = 6 * 3600_000;
+/** An endpoint has this long to answer an attempt. */
+export const ATTEMPT_TIMEOUT_MS = 10_000;
+/** A claimed delivery is this dispatcher's for this long: well past the attempt's timeout. */
+const LEASE_MS = 60_000;
+/** Deliveries one pass claims at a time. */
+const BATCH = 10;
+
+/** How long to wait after the `attempt`-th failure (1-based): doubling from a minute, at most six hours. */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(FIRST_RETRY_MS * 2 ** Math.max(0, attempt - 1), LONGEST_RETRY_MS);
+}
+
+/**
+ * `Core-Signature: t=<unix>,v1=<hex>`: HMAC-SHA256 of `<t>.<body>` with the endpoint's secret, like
+ * Stripe's. Each attempt is signed afresh, so `t` is when it was sent (wall-clock time).
+ */
+export function signPayload(secret: string, timestamp: number, body: string): string {
+  return `t=${timestamp},v1=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`;
+}
+
+/** Loopback, private, link-local and other addresses a webhook may not reach (SSRF), unless allowed. */
+const PRIVATE = new BlockList();
+for (const [net, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const)
+  PRIVATE.addSubnet(net, prefix, "ipv4");
+for (const [net, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["ff00::", 8],
+] as const)
+  PRIVATE.addSubnet(net, prefix, "ipv6");
+
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return PRIVATE.check(address, "ipv4");
+  if (family === 6) {
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+    return mapped ? PRIVATE.check(mapped[1]!, "ipv4") : PRIVATE.check(address, "ipv6");
+  }
+  return true;
+}
+
+export interface DispatcherOptions {
+  /** loopback and private addresses may be reached (development; CORE_BILLING_WEBHOOK_ALLOW_PRIVATE) */
+  allowPrivate: boolean;
+  timeoutMs?: number;
+  /** the resolver (tests give one that answers a private address for a public-looking name) */
+  resolve?: (hostname: string) => Promise<string[]>;
+}
+
+interface Claimed {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  attempts: number;
+  lease_until: string;
+}
+
+/**
+ * Sends the outbox's pending deliveries (DESIGN §6.8). Every replica runs one in its worker: a pass
+ * claims due deliveries with `FOR UPDATE SKIP LOCKED`, numbering the attempt in the same statement,
+ * so two dispatchers never send the same attempt; each attempt is signed when it is sent, recorded
+ * with the endpoint's answer, and a failure is retried with backoff until three days have passed.
+ */
+export class WebhookDispatcher {
+  private readonly timeoutMs: number;
+  private readonly resolve: (hostname: string) => Promise<string[]>;
+
+  constructor(
+    private readonly db: Db,
+    /** wall-clock time: when attempts are due, and each signature's `t` */
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly options: DispatcherOptions,
+  ) {
+    this.timeoutMs = options.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
+    this.resolve = options.resolve ?? (async (hostname) => (await lookup(hostname, { all: true })).map((a) => a.address));
+  }
+
+  /** Sends what is due now; answers how many attempts were made. */
+  async pass(): Promise<number> {
+    let sent = 0;
+    for (;;) {
+      const claimed = await this.claim();
+      if (claimed.length === 0) return sent;
+      await Promise.all(claimed.map((delivery) => this.attempt(delivery)));
+      sent += claimed.length;
+    }
+  }
+
+  private async claim(): Promise<Claimed[]> {
+    const now = this.clock.now();
+    const leaseUntil = new Date(now.getTime() + LEASE_MS);
+    return rowsOf<Claimed>(
+      await this.db.execute(sql`
+        update billing.webhook_deliveries set attempts = attempts + 1, lease_until = ${leaseUntil.toISOString()}::timestamptz
+         where id in (
+           select id from billing.webhook_deliveries
+            where status = 'pending' and next_attempt_at <= ${now.toISOString()}::timestamptz
+              and (lease_until is null or lease_until < ${now.toISOString()}::timestamptz)
+            order by next_attempt_at, id
+            limit ${BATCH}
+            for update skip locked)
+        returning id, event_id, endpoint_id, attempts, lease_until`),
+    );
+  }
+
+  private async attempt(delivery: Claimed): Promise<void> {
+    const [event] = await this.db.select().from(webhookEvents).where(eq(webhookEvents.id, delivery.event_id));
+    const [endpoint] = await this.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, delivery.endpoint_id));
+    const started = this.clock.now();
+    if (!event || !endpoint || endpoint.disabledAt) {
+      await this.finish(delivery, started, { status: null, response: "not sent: the endpoint was deleted", durationMs: 0 }, "failed");
+      return;
+    }
+    const body = JSON.stringify({ id: event.id, type: event.type, createdAt: unixSeconds(event.createdAt), data: event.data });
+    const answer = await this.send(endpoint.url, endpoint.secret, event.id, body, started);
+    const ok = answer.status !== null && answer.status >= 200 && answer.status < 300;
+    if (ok) {
+      await this.finish(delivery, started, answer, "delivered");
+      return;
+    }
+    // three days from the first attempt, then it is given up on (and stays readable)
+    const [first] = await this.db.select({ at: min(webhookAttempts.at) }).from(webhookAttempts).where(eq(webhookAttempts.deliveryId, delivery.id));
+    const firstAt = first?.at ?? started;
+    const next = new Date(started.getTime() + retryDelayMs(delivery.attempts));
+    const giveUp = next.getTime() - firstAt.getTime() > RETRY_FOR_MS;
+    await this.finish(delivery, started, answer, giveUp ? "failed" : "pending", next);
+    if (giveUp) this.logger.warn({ deliveryId: delivery.id, endpointId: endpoint.id, eventId: event.id, attempts: delivery.attempts }, "webhook delivery given up after three days");
+  }
+
+  /** One POST, signed now; never throws: no answer is an answer too. */
+  private async send(url: string, secret: string, eventId: string, body: string, at: Date): Promise<{ status: number | null; response: string; durationMs: number }> {
+    const began = performance.now();
+    const took = () => Math.round(performance.now() - began);
+    try {
+      const target = new URL(url);
+      if (!this.options.allowPrivate) {
+        const host = target.hostname.replace(/^\[|\]$/g, "");
+        const addresses = isIP(host) ? [host] : await this.resolve(host);
+        if (addresses.length === 0 || addresses.some(isPrivateAddress)) {
+          return { status: null, response: `not sent: ${target.hostname} is a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)`, durationMs: took() };
+        }
+      }
+      const res = await fetch(target, {
+        method: "POST",
+        redirect: "manual",
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "core-billing-webhooks/1",
+          "core-event-id": eventId,
+          "core-signature": signPayload(secret, Math.floor(at.getTime() / 1000), body),
+        },
+        body,
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      const text = await res.text().catch(() => "");
+      return { status: res.status, response: text.slice(0, 500), durationMs: took() };
+    } catch (err) {
+      const why = (err as Error).name === "TimeoutError" ? `no answer within ${this.timeoutMs} ms` : `not delivered: ${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`;
+      return { status: null, response: why, durationMs: took() };
+    }
+  }
+
+  /** Records the attempt and the delivery's new state, if the lease is still this dispatcher's. */
+  private async finish(delivery: Claimed, at: Date, answer: { status: number | null; response: string; durationMs: number }, state: "pending" | "delivered" | "failed", next?: Date) {
+    await this.db.transaction(async (tx) => {
+      const [held] = await tx
+        .update(webhookDeliveries)
+        .set({
+          status: state,
+          leaseUntil: null,
+          ...(next && state === "pending" && { nextAttemptAt: next }),
+          ...(state !== "pending" && { finishedAt: at }),
+        })
+        .where(and(eq(webhookDeliveries.id, delivery.id), eq(webhookDeliveries.attempts, delivery.attempts)))
+        .returning({ id: webhookDeliveries.id });
+      // a dispatcher that stalled past its lease records what it sent, and leaves the state to the newer claim
+      if (!held) this.logger.warn({ deliveryId: delivery.id, attempt: delivery.attempts }, "webhook attempt finished after its lease");
+      await tx.insert(webhookAttempts).values({ deliveryId: delivery.id, attempt: delivery.attempts, at, status: answer.status, response: answer.response, durationMs: answer.durationMs }).onConflictDoNothing();
+    });
+  }
+}

@@ -1,0 +1,25 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "@core/storage";
+
+/** The events billing sends (DESIGN §6.8), in the order an operator reads about them. */
+export const EVENT_TYPES = [
+  "subscription.created",
+  "subscription.updated",
+  "subscription.canceled",
+  "subscription.trial_will_end",
+  "invoice.finalized",
+  "invoice.paid",
+  "invoice.payment_failed",
+  "invoice.voided",
+  "usage.threshold_reached",
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * Writes an event to the outbox in the caller's transaction, with a pending delivery for each
+ * endpoint that takes it (`billing.emit_webhook_event`, the one writer: the subscription and usage
+ * alert triggers call it too). `at` is billing time.
+ */
+export async function emitEvent(tx: Db, type: EventType, data: Record<string, unknown>, at: Date): Promise<void> {
+  await tx.execute(sql`select billing.emit_webhook_event(${type}, ${JSON.stringify(data)}::jsonb, ${at.toISOString()}::timestamptz)`);
+}
