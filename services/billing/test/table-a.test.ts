@@ -165,6 +165,7 @@ describe("billing's configuration", () => {
     ["CORE_BILLING_TAX_PERCENT", "8.12345"],
     ["CORE_BILLING_TEST_CLOCK", "yes"],
     ["CORE_BILLING_WORKER_INTERVAL_MS", "0"],
+    ["CORE_BILLING_WEBHOOK_ALLOW_PRIVATE", "yes"],
   ])("refuses %s=%s with a ConfigError naming it", (name, value) => {
     expect(() => loadBillingConfig(common, { [name]: value })).toThrow(ConfigError);
     expect(() => loadBillingConfig(common, { [name]: value })).toThrow(name);
@@ -176,6 +177,14 @@ describe("billing's configuration", () => {
     const config = loadBillingConfig(common, { CORE_BILLING_TAX_PERCENT: "8.25", CORE_BILLING_TEST_CLOCK: "1", CORE_BILLING_PLANS: file });
     expect(config).toMatchObject({ taxPercent: "8.25", testClock: true });
     expect(config.catalogue.plan("starter").priceCents).toBe(5800);
+  });
+
+  it("lets webhooks reach private addresses by default only on the embedded database", () => {
+    expect(loadBillingConfig(common, {}).webhookAllowPrivate).toBe(!common.databaseUrl);
+    const onPostgres = loadCommonConfig({ DATABASE_URL: "postgres://postgres@127.0.0.1:5432/postgres" });
+    expect(loadBillingConfig(onPostgres, {}).webhookAllowPrivate).toBe(false);
+    expect(loadBillingConfig(onPostgres, { CORE_BILLING_WEBHOOK_ALLOW_PRIVATE: "1" }).webhookAllowPrivate).toBe(true);
+    expect(loadBillingConfig(common, { CORE_BILLING_WEBHOOK_ALLOW_PRIVATE: "0" }).webhookAllowPrivate).toBe(false);
   });
 
   it("chooses Stripe only with both secrets, and never echoes a secret in its refusal", () => {
