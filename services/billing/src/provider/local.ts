@@ -4,7 +4,7 @@ import { badRequest, newId, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { charges, paymentMethods, setupIntents, type PaymentMethodRow } from "../db/schema.js";
 import { createPortalSession } from "../portal.js";
-import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
+import { HARD_DECLINES, PaymentDeclined, unknownPaymentMethod, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
 
 interface TestCard {
   brand: string;
@@ -41,9 +41,6 @@ const view = (row: PaymentMethodRow): PaymentMethodView => ({
   card: { brand: row.brand, last4: row.last4, expMonth: row.expMonth, expYear: row.expYear, funding: row.funding },
   createdAt: unixSeconds(row.createdAt),
 });
-
-const unknownPaymentMethod = (token: string) =>
-  badRequest(`No such payment method: "${token.slice(0, 64)}". Use a pm_… id of this customer or a test token such as pm_card_visa`, { path: "paymentMethodId" });
 
 /**
  * The embedded provider (DESIGN §6.1): deterministic, its state in the billing schema. It plays

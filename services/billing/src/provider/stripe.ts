@@ -3,7 +3,7 @@ import Stripe from "stripe";
 import { ApiError, badRequest, upstreamUnavailable } from "@core/kit";
 import type { Db } from "@core/storage";
 import { customers } from "../db/schema.js";
-import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
+import { HARD_DECLINES, PaymentDeclined, unknownPaymentMethod, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
 
 /** How the provider reaches Stripe: the real API, or (tests) a fake of ours at another address. */
 export interface StripeSettings {
@@ -28,9 +28,6 @@ export function stripeClient(settings: StripeSettings): Stripe {
     appInfo: { name: "core-billing" },
   });
 }
-
-const unknownPaymentMethod = (id: string) =>
-  badRequest(`No such payment method: "${id.slice(0, 64)}". Use a pm_… id of this customer or a test token such as pm_card_visa`, { path: "paymentMethodId" });
 
 /**
  * The `stripe` provider (DESIGN §6.1): customers, cards, SetupIntents, PaymentIntents and Billing

@@ -1,4 +1,4 @@
-import { ApiError } from "@core/kit";
+import { ApiError, badRequest } from "@core/kit";
 
 /** A card as the engine and its answers show it (Stripe's PaymentMethod, reduced). */
 export interface PaymentMethodView {
@@ -52,6 +52,10 @@ export interface PaymentProvider {
   createPortalSession(input: { customerId: string; platformId: string; returnUrl: string }): Promise<{ id: string; url: string }>;
   charge(request: ChargeRequest): Promise<ChargeOutcome>;
 }
+
+/** 400 for a payment method that is neither a test token nor an attached card of this customer (both providers). */
+export const unknownPaymentMethod = (token: string) =>
+  badRequest(`No such payment method: "${token.slice(0, 64)}". Use a pm_… id of this customer or a test token such as pm_card_visa`, { path: "paymentMethodId" });
 
 /** Declines that retrying cannot fix: the card is gone (DESIGN §6.3 dunning). */
 export const HARD_DECLINES = new Set(["lost_card", "stolen_card", "expired_card"]);
