@@ -1,6 +1,6 @@
 import { and, asc, eq, isNull } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
-import { badRequest, newId, unixSeconds, type Clock } from "@core/kit";
+import { newId, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { charges, paymentMethods, setupIntents, type PaymentMethodRow } from "../db/schema.js";
 import { createPortalSession } from "../portal.js";
