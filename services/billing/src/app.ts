@@ -64,7 +64,7 @@ export function createApp(deps: BillingDeps) {
   const clock = deps.clock ?? systemClock;
   const time = new BillingTime(deps.db, clock, deps.config.testClock);
   const stripe = deps.config.stripe
-    ? { client: stripeClient({ secretKey: deps.config.stripe.secretKey, apiBase: deps.config.stripe.apiBase }), webhookSecret: deps.config.stripe.webhookSecret }
+    ? { client: stripeClient({ secretKey: deps.config.stripe.secretKey, apiBase: deps.config.stripe.apiBase, timeoutMs: deps.config.stripe.timeoutMs }), webhookSecret: deps.config.stripe.webhookSecret }
     : null;
   const engine: Engine = {
     db: deps.db,

@@ -92,7 +92,8 @@ export async function upgrade(
       email: input.billingEmail,
       currency: engine.catalogue.currency,
     }));
-    const card = await engine.provider.attach(customer.id, input.paymentMethodId);
+    // a retry of this request attaches nothing new: its charge must carry the first try's card
+    const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
     const end = addMonthsClamped(now, 1);
     let draft = await draftOfRequest(engine.db, input.requestKey);
     const amounts = draft

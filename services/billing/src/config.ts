@@ -29,6 +29,8 @@ export interface StripeConfig {
   webhookSecret: string;
   /** CORE_STRIPE_API_URL: another address for Stripe's API (a proxy, or the tests' fake); default Stripe's */
   apiBase: string | undefined;
+  /** per request before the SDK retries (tests shorten it); default 20 s */
+  timeoutMs?: number;
 }
 
 const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;

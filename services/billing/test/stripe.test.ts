@@ -24,7 +24,7 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
   let op: Record<string, string>;
   beforeAll(async () => {
     stripe = await startFakeStripe();
-    b = await startBilling(database, { testClock: true, stripe: { secretKey: stripe.secretKey, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url } });
+    b = await startBilling(database, { testClock: true, stripe: { secretKey: stripe.secretKey, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 400 } });
     op = b.as.operator();
   });
   afterAll(async () => {
@@ -98,6 +98,38 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
       for (const day of RETRY_DAYS) await advance(day * 86_400);
       expect((await subscriptionOf(platformId)).tier).toBe("free");
       expect((await invoicesOf(platformId))[0].status).toBe("uncollectible");
+    });
+
+    it("an upgrade whose charge Stripe makes but never answers: the SDK's retry gets Stripe's replay, and the platform is charged once", async () => {
+      const platformId = await b.newPlatform();
+      const before = stripe.succeededCharges().length;
+      stripe.fault(/^\/v1\/payment_intents$/, "silent");
+      const r = await b.call("POST", "/api/billing/upgrade", {
+        headers: b.as.owner(platformId),
+        body: { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: "b@example.com", idempotencyKey: randomUUID() },
+      });
+      expect(r.status).toBe(200);
+      expect(stripe.succeededCharges().length - before).toBe(1);
+      expect(stripe.requests.filter((q) => q.path === "/v1/payment_intents").slice(-2).map((q) => q.replayed)).toEqual([false, true]);
+    });
+
+    it("when every try times out, the upgrade is 503 and changes nothing; the client's retry with the same key charges once, Stripe having charged already", async () => {
+      const platformId = await b.newPlatform();
+      const owner = b.as.owner(platformId);
+      const body = { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: "b@example.com", idempotencyKey: randomUUID() };
+      const before = stripe.succeededCharges().length;
+      // the first try and the SDK's two retries (of the charge, after the card was attached) hear nothing
+      for (let i = 0; i < 3; i++) stripe.fault(/^\/v1\/payment_intents$/, "silent");
+      const first = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
+      expect(first.status).toBe(503);
+      expect(first.body.error.code).toBe("UPSTREAM_UNAVAILABLE");
+      expect((await subscriptionOf(platformId)).tier).toBe("free");
+      // Stripe did the first one: money moved, and the engine did not see it
+      expect(stripe.succeededCharges().length - before).toBe(1);
+      const again = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
+      expect(again.status).toBe(200);
+      expect((await subscriptionOf(platformId)).tier).toBe("starter");
+      expect(stripe.succeededCharges().length - before).toBe(1);
     });
 
     it("POST /portal answers Stripe's Billing Portal session for the customer", async () => {

@@ -56,7 +56,7 @@ export class StripeProvider implements PaymentProvider {
     await call(() => this.stripe.customers.update(stripeId, { invoice_settings: { default_payment_method: paymentMethodId } }));
   }
 
-  async attach(customerId: string, token: string): Promise<PaymentMethodView> {
+  async attach(customerId: string, token: string, options: { idempotencyKey?: string } = {}): Promise<PaymentMethodView> {
     const { stripeId } = await this.stripeCustomer(customerId);
     if (/^pm_/.test(token) && !token.startsWith("pm_card_")) {
       // a card of ours already: Stripe would refuse to attach it again, so answer it as it is
@@ -65,7 +65,11 @@ export class StripeProvider implements PaymentProvider {
       return viewOf(method, customerId);
     }
     try {
-      return viewOf(await this.stripe.paymentMethods.attach(token, { customer: stripeId }), customerId);
+      const attached = await this.stripe.paymentMethods.attach(token, { customer: stripeId }, options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {});
+      // a replayed attach answers the card as it was then: it may have been detached since
+      const method = options.idempotencyKey ? await this.retrieve(attached.id) : attached;
+      if (!method || method.customer !== stripeId) throw unknownPaymentMethod(token);
+      return viewOf(method, customerId);
     } catch (err) {
       if (err instanceof Stripe.errors.StripeCardError) throw new PaymentDeclined(err.code || "card_declined", err.decline_code || null);
       if (err instanceof Stripe.errors.StripeInvalidRequestError) throw unknownPaymentMethod(token);

@@ -41,8 +41,12 @@ export interface PaymentProvider {
   upsertCustomer(customer: { id: string; email: string; name: string | null }): Promise<void>;
   /** the card renewals charge; 400 when it is not an attached card of this customer */
   setDefaultPaymentMethod(customerId: string, paymentMethodId: string): Promise<void>;
-  /** attaches a test token (`pm_card_visa`) or a `pm_…` of this customer; refuses a declined card as Stripe does on attach */
-  attach(customerId: string, token: string): Promise<PaymentMethodView>;
+  /**
+   * Attaches a test token (`pm_card_visa`) or a `pm_…` of this customer; refuses a declined card as
+   * Stripe does on attach. With `idempotencyKey` (a request that goes on to charge), a retry of the
+   * request gets the same card again, so its charge has the same parameters as the first try's.
+   */
+  attach(customerId: string, token: string, options?: { idempotencyKey?: string }): Promise<PaymentMethodView>;
   detach(customerId: string, paymentMethodId: string): Promise<PaymentMethodView>;
   list(customerId: string): Promise<PaymentMethodView[]>;
   /** a payment method by id, whoever it belongs to; null when unknown */

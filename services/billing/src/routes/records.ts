@@ -396,7 +396,7 @@ export function recordRoutes(app: ServiceApp, ctx: BillingContext) {
         if (input.paymentMethodId !== undefined) {
           if (!before.customerId) throw conflict("NO_CUSTOMER", `Subscription ${id} is on free and has no customer to hold a card`);
           const customer = await findCustomer(engine.db, before.customerId);
-          const pm = await engine.provider.attach(customer.id, input.paymentMethodId);
+          const pm = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${requestKey}:attach` });
           if (customer.defaultPaymentMethodId !== pm.id) await setDefault(customer, pm.id);
         }
         const asked = tier !== undefined || input.quantity !== undefined;

@@ -178,7 +178,13 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       const body = Buffer.concat(chunks).toString("utf8");
       const params = Object.fromEntries(new URLSearchParams(method === "GET" ? url.search : body));
       const key = (req.headers["idempotency-key"] as string | undefined) ?? null;
+      let fault: Fault | null = null;
       const send = (answer: Answer, replayed = false) => {
+        if (fault === "silent") {
+          // the work (or the replay) is done, and the client never hears of it
+          requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: 0 });
+          return;
+        }
         requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: answer.status });
         res.writeHead(answer.status, { "content-type": "application/json", "request-id": id("req"), ...(replayed && { "idempotent-replayed": "true" }) });
         res.end(JSON.stringify(answer.body));
@@ -186,7 +192,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       if (req.headers.authorization !== `Bearer ${secretKey}`) return send(error(401, "invalid_request_error", "Invalid API Key provided"));
 
       const at = faults.findIndex((f) => f.path.test(url.pathname));
-      const fault = at >= 0 ? faults.splice(at, 1)[0]!.kind : null;
+      fault = at >= 0 ? faults.splice(at, 1)[0]!.kind : null;
       if (fault === "error500") return send(error(500, "api_error", "Something went wrong on Stripe's end."));
 
       // Stripe's idempotency: keys per account, on POST; the saved answer of a key is replayed
@@ -207,10 +213,6 @@ export async function startFakeStripe(): Promise<FakeStripe> {
           running.delete(key);
           // as at Stripe: a request that began executing keeps its result, errors included
           if (answer.status < 500) saved.set(key, { hash, answer });
-        }
-        if (fault === "silent") {
-          requests.push({ method, path: url.pathname, idempotencyKey: key, replayed: false, status: 0 });
-          return; // the client times out; the work is done
         }
         send(answer);
       }, 5);
