@@ -24,8 +24,8 @@ for (const database of testDatabases()) {
     beforeAll(async () => {
       [handle, stripe] = await Promise.all([database.open(), startFakeStripe()]);
       await applyMigrations(handle.db, SERVICE_ID, migrationsFolder);
-      // a short timeout, so a request Stripe never answers is retried quickly
-      provider = new StripeProvider(handle.db, stripeClient({ secretKey: stripe.secretKey, apiBase: stripe.url, timeoutMs: 400, maxNetworkRetries: 2 }));
+      // a short timeout, so a request Stripe never answers is retried soon, yet slow answers of a busy machine are not taken for none
+      provider = new StripeProvider(handle.db, stripeClient({ secretKey: stripe.secretKey, apiBase: stripe.url, timeoutMs: 1_000, maxNetworkRetries: 2 }));
     });
     afterAll(async () => {
       await stripe?.close();
@@ -87,7 +87,7 @@ for (const database of testDatabases()) {
 
     it("Stripe not there at all: 503 UPSTREAM_UNAVAILABLE, no secret in the message, nothing charged", async () => {
       const { customerId, card } = await withCard();
-      const gone = new StripeProvider(handle.db, stripeClient({ secretKey: stripe.secretKey, apiBase: `http://127.0.0.1:${await freePort()}`, timeoutMs: 400, maxNetworkRetries: 1 }));
+      const gone = new StripeProvider(handle.db, stripeClient({ secretKey: stripe.secretKey, apiBase: `http://127.0.0.1:${await freePort()}`, timeoutMs: 1_000, maxNetworkRetries: 1 }));
       const request = chargeOf(customerId, card.id);
       const err = await gone.charge(request).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ApiError);

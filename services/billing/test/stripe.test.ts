@@ -24,7 +24,7 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
   let op: Record<string, string>;
   beforeAll(async () => {
     stripe = await startFakeStripe();
-    b = await startBilling(database, { testClock: true, stripe: { secretKey: stripe.secretKey, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 400 } });
+    b = await startBilling(database, { testClock: true, stripe: { secretKey: stripe.secretKey, webhookSecret: WEBHOOK_SECRET, apiBase: stripe.url, timeoutMs: 1_000 } });
     op = b.as.operator();
   });
   afterAll(async () => {

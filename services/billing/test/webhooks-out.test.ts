@@ -78,7 +78,7 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
   }
   const deliveriesOf = async (id: string) => (await b.call("GET", `/operator/webhook-endpoints/${id}/deliveries?limit=100`, { headers: op })).body.data as any[];
   /** a dispatcher of the test's own (the app's worker does not run in tests), with a short timeout */
-  const dispatcher = (timeoutMs = 500) => new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: true, timeoutMs });
+  const dispatcher = (timeoutMs = 2_000) => new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: true, timeoutMs });
   const since = (count: number) => hooks.received.slice(count);
   /** the time a delivery was signed at (billing's injected clock, not this machine's) */
   const signedAt = (r: Received) => Number(/t=(\d+)/.exec(r.signature)![1]);
@@ -226,7 +226,7 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
       hooks.answer(() => (++calls === 1 ? 500 : calls === 2 ? "hang" : 200));
       const count = hooks.received.length;
       await b.upgraded("plan_starter");
-      const d = dispatcher(300);
+      const d = dispatcher(1_000);
       await d.pass();
       expect(calls).toBe(1);
       // not due yet: nothing is sent before its time
@@ -243,7 +243,7 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
       expect(delivery).toMatchObject({ status: "delivered", eventType: "invoice.paid", nextAttemptAt: null, finishedAt: expect.any(Number) });
       expect(delivery.attempts.map((a: { attempt: number; status: number | null; response: string }) => [a.attempt, a.status, a.response])).toEqual([
         [1, 500, "not now"],
-        [2, null, "no answer within 300 ms"],
+        [2, null, "no answer within 1000 ms"],
         [3, 200, "ok"],
       ]);
       // each attempt was signed afresh, when it was sent, and every one verifies
