@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError, manualClock } from "@core/kit";
@@ -9,6 +8,7 @@ import { migrationsFolder, SERVICE_ID } from "../src/index.js";
 import { StripeProvider, stripeClient } from "../src/provider/stripe.js";
 import { freePort } from "../../iam/test/support/harness.js";
 import { startFakeStripe, type FakeStripe } from "./support/fake-stripe.js";
+import { chargeOf } from "./support/provider-contract.js";
 
 /**
  * What the contract cannot show: the real SDK's retries against Stripe's idempotency, when Stripe
@@ -37,14 +37,6 @@ for (const database of testDatabases()) {
       const customerId = await newCustomer();
       return { customerId, card: await provider.attach(customerId, token) };
     }
-    const chargeOf = (customerId: string, paymentMethodId: string) => ({
-      customerId,
-      paymentMethodId,
-      amountCents: 2900,
-      currency: "usd",
-      invoiceId: `in_${randomUUID()}`,
-      idempotencyKey: randomUUID(),
-    });
     const chargesWithKey = (key: string) => stripe.succeededCharges().filter((c) => c.idempotencyKey === key);
     const attemptsWithKey = (key: string) => stripe.requests.filter((r) => r.idempotencyKey === key);
 

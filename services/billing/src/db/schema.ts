@@ -577,3 +577,4 @@ export const webhookAttempts = billing.table(
   (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
 );
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect;
+export type WebhookEventRow = typeof webhookEvents.$inferSelect;

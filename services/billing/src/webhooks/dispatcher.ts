@@ -1,10 +1,10 @@
 import { createHmac } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
-import { and, eq, min, sql } from "drizzle-orm";
+import { and, eq, inArray, min, sql } from "drizzle-orm";
 import { unixSeconds, type Clock, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents } from "../db/schema.js";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow, type WebhookEventRow } from "../db/schema.js";
 
 /** Deliveries are retried for up to three days after their first attempt (DESIGN §6.8). */
 export const RETRY_FOR_MS = 3 * 24 * 3600_000;
@@ -108,7 +108,10 @@ export class WebhookDispatcher {
     for (;;) {
       const claimed = await this.claim();
       if (claimed.length === 0) return sent;
-      await Promise.all(claimed.map((delivery) => this.attempt(delivery)));
+      // the claimed deliveries' events and endpoints in two queries, not two per delivery
+      const events = new Map((await this.db.select().from(webhookEvents).where(inArray(webhookEvents.id, claimed.map((d) => d.event_id)))).map((e) => [e.id, e]));
+      const endpoints = new Map((await this.db.select().from(webhookEndpoints).where(inArray(webhookEndpoints.id, claimed.map((d) => d.endpoint_id)))).map((e) => [e.id, e]));
+      await Promise.all(claimed.map((delivery) => this.attempt(delivery, events.get(delivery.event_id), endpoints.get(delivery.endpoint_id))));
       sent += claimed.length;
     }
   }
@@ -130,9 +133,7 @@ export class WebhookDispatcher {
     );
   }
 
-  private async attempt(delivery: Claimed): Promise<void> {
-    const [event] = await this.db.select().from(webhookEvents).where(eq(webhookEvents.id, delivery.event_id));
-    const [endpoint] = await this.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, delivery.endpoint_id));
+  private async attempt(delivery: Claimed, event: WebhookEventRow | undefined, endpoint: WebhookEndpointRow | undefined): Promise<void> {
     const started = this.clock.now();
     if (!event || !endpoint || endpoint.disabledAt) {
       await this.finish(delivery, started, { status: null, response: "not sent: the endpoint was deleted", durationMs: 0 }, "failed");

@@ -42,6 +42,17 @@ async function refusal(work: Promise<unknown>): Promise<ApiError> {
 
 const byId = (methods: PaymentMethodView[]) => methods.map((m) => m.id).sort();
 
+/** A charge of $29.00 with a new invoice id and a new idempotency key. */
+export const chargeOf = (customerId: string, paymentMethodId: string, overrides: Partial<ChargeRequest> = {}): ChargeRequest => ({
+  customerId,
+  paymentMethodId,
+  amountCents: 2900,
+  currency: "usd",
+  invoiceId: `in_${randomUUID()}`,
+  idempotencyKey: randomUUID(),
+  ...overrides,
+});
+
 /**
  * The contract of DESIGN §6.1 that every PaymentProvider passes (`local` now, `stripe` later). It
  * speaks only through the interface and compares ids by shape, so a Stripe-backed provider can meet
@@ -63,16 +74,6 @@ export function providerContract(name: string, setup: () => Promise<ContractSubj
       const customerId = await subject.newCustomer();
       return { customerId, card: await provider.attach(customerId, token) };
     }
-
-    const chargeOf = (customerId: string, paymentMethodId: string, overrides: Partial<ChargeRequest> = {}): ChargeRequest => ({
-      customerId,
-      paymentMethodId,
-      amountCents: 2900,
-      currency: "usd",
-      invoiceId: `in_${randomUUID()}`,
-      idempotencyKey: randomUUID(),
-      ...overrides,
-    });
 
     describe("attach", () => {
       it.each(ATTACHING)("attaches %s as a new pm_… card: %s ending %s, %s", async (token, brand, last4, funding) => {
