@@ -43,14 +43,19 @@ CREATE INDEX "webhook_deliveries_due_idx" ON "billing"."webhook_deliveries" USIN
 CREATE INDEX "webhook_deliveries_endpoint_idx" ON "billing"."webhook_deliveries" USING btree ("endpoint_id","created_at");--> statement-breakpoint
 CREATE INDEX "webhook_events_created_idx" ON "billing"."webhook_events" USING btree ("created_at");
 --> statement-breakpoint
+-- Whether any enabled endpoint takes events of this type: callers ask before building an event.
+CREATE FUNCTION "billing"."webhook_wanted"(event_type text) RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM "billing"."webhook_endpoints"
+                  WHERE "disabled_at" IS NULL AND ("events" IS NULL OR event_type = ANY ("events")))
+$$;
+--> statement-breakpoint
 -- The outbox's one writer (DESIGN §6.8): an event, and a pending delivery for every enabled endpoint
 -- that takes its type, in the caller's transaction. No endpoint takes it: nothing is written.
 CREATE FUNCTION "billing"."emit_webhook_event"(event_type text, event_data jsonb, event_at timestamptz) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   event_id text;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM "billing"."webhook_endpoints"
-                  WHERE "disabled_at" IS NULL AND ("events" IS NULL OR event_type = ANY ("events"))) THEN
+  IF NOT "billing"."webhook_wanted"(event_type) THEN
     RETURN;
   END IF;
   event_id := 'evt_' || replace(gen_random_uuid()::text, '-', '');

@@ -3,7 +3,7 @@ import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type InvoiceLineRow, type InvoiceRow } from "./db/schema.js";
-import { emitEvent, type EventType } from "./webhooks/outbox.js";
+import { emitEvent, eventWanted, type EventType } from "./webhooks/outbox.js";
 
 /** Stripe's smallest charge: a due amount below it is carried to the next invoice (DESIGN §6.3). */
 export const MINIMUM_CHARGE_CENTS = 50;
@@ -218,6 +218,8 @@ export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcom
 
 /** An invoice event carries the invoice as GET /invoices/{id} answers it, lines included (DESIGN §6.8). */
 export async function emitInvoiceEvent(tx: Db, type: Extract<EventType, `invoice.${string}`>, invoice: InvoiceRow, at: Date): Promise<void> {
+  // with no endpoint taking it (the usual case), the lines are not even read
+  if (!(await eventWanted(tx, type))) return;
   await emitEvent(tx, type, invoiceJson(invoice, await linesOf(tx, invoice.id)), at);
 }
 

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "@core/storage";
+import { rowsOf, type Db } from "@core/storage";
 
 /** The events billing sends (DESIGN §6.8), in the order an operator reads about them. */
 export const EVENT_TYPES = [
@@ -22,4 +22,10 @@ export type EventType = (typeof EVENT_TYPES)[number];
  */
 export async function emitEvent(tx: Db, type: EventType, data: Record<string, unknown>, at: Date): Promise<void> {
   await tx.execute(sql`select billing.emit_webhook_event(${type}, ${JSON.stringify(data)}::jsonb, ${at.toISOString()}::timestamptz)`);
+}
+
+/** Whether any endpoint takes `type`: an event whose data costs a query is only built when one does. */
+export async function eventWanted(tx: Db, type: EventType): Promise<boolean> {
+  const [row] = rowsOf<{ wanted: boolean }>(await tx.execute(sql`select billing.webhook_wanted(${type}) as wanted`));
+  return row?.wanted === true;
 }
