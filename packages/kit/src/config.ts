@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 /** The services of DESIGN §1, their default ports and the environment variable of each address. */
@@ -83,12 +83,18 @@ export function persistentSecret(dataDir: string, name: string): string {
   const file = join(dataDir, `${name}.secret`);
   if (!existsSync(file)) {
     const secret = randomBytes(32).toString("base64url");
+    // written whole under a name of its own, then linked into place: replicas starting together
+    // never read a file another is still writing, and the first link wins
+    const draft = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
+    writeFileSync(draft, `${secret}\n`, { mode: 0o600, flag: "wx" });
     try {
-      writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: "wx" });
+      linkSync(draft, file);
       return secret;
     } catch (err) {
       // another process created it first: use theirs
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    } finally {
+      rmSync(draft, { force: true });
     }
   }
   const kept = readFileSync(file, "utf8").trim();

@@ -33,7 +33,10 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL || "
   if (!(level in pino.levels.values) && level !== "silent") {
     throw new ConfigError(`LOG_LEVEL must be one of ${[...Object.keys(pino.levels.values), "silent"].join(", ")}; got "${level}"`);
   }
-  const options = { name: service, level, redact: { paths: REDACT, censor: "[redacted]" }, base: { service } };
+  // one of `npm start -- --replicas N`: its lines say which replica wrote them
+  const replica = process.env.CORE_REPLICA;
+  const base = replica ? { service, replica: Number(replica) } : { service };
+  const options = { name: service, level, redact: { paths: REDACT, censor: "[redacted]" }, base };
   return destination ? pino(options, destination) : pino(options);
 }
 

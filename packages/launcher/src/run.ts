@@ -45,7 +45,10 @@ export interface RunOptions {
 }
 
 export interface Running {
+  /** each service's public address (`CORE_<NAME>_URL`, else its port on localhost) */
   urls: Record<string, string>;
+  /** where each service listens, as bound (a replica's own port, even behind a shared address) */
+  listening: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -102,6 +105,7 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const servers: RunningServer[] = [];
   const built: BuiltService[] = [];
   const urls: Record<string, string> = {};
+  const listening: Record<string, string> = {};
   const stop = async () => {
     for (const server of servers) await server.close();
     for (const service of built) await service.close();
@@ -121,8 +125,11 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
       env,
     });
     built.push(service);
-    servers.push(await listen(service, common.port(name), common.host));
-    urls[name] = name === "vault" ? `${common.url(name)}/mcp` : common.url(name);
+    const server = await listen(service, common.port(name), common.host);
+    servers.push(server);
+    const path = name === "vault" ? "/mcp" : "";
+    urls[name] = common.url(name) + path;
+    listening[name] = server.url + path;
     phases[name] = since(at);
   };
   const early = (async () => {
@@ -146,12 +153,13 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     }
     const failed = await early;
     if (failed) throw failed;
-    if (options.migrateOnly) return { urls: {}, stop };
+    if (options.migrateOnly) return { urls: {}, listening: {}, stop };
     for (const entry of withTables) await start(entry, database);
     // where start-up time goes: the services without tables start while the database opens
     logger.info({ ms: since(began), sinceProcessStart: Math.round(process.uptime() * 1000), phases, rssMiB: Math.round(process.memoryUsage().rss / 2 ** 20) }, "started");
     // in the order services were asked for
-    return { urls: Object.fromEntries(services.map(([name]) => [name, urls[name]!])), stop };
+    const inOrder = (of: Record<string, string>) => Object.fromEntries(services.map(([name]) => [name, of[name]!]));
+    return { urls: inOrder(urls), listening: inOrder(listening), stop };
   } catch (err) {
     await early;
     await stop();

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import type { ServiceName } from "@core/kit";
 import { runUntilStopped, type ServiceModule } from "./run.js";
+import { MAX_REPLICAS, superviseReplicas, type ReadyMessage } from "./replicas.js";
 
 /**
  * `npm start`: every service that exists, in one process, each on its own port (DESIGN §1);
@@ -20,12 +21,12 @@ const MODULES: Record<ServiceName, { tables: boolean; load: () => Promise<Servic
 const AVAILABLE = Object.keys(MODULES) as ServiceName[];
 
 const { values } = parseArgs({
-  options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+  options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, replicas: { type: "string" }, help: { type: "boolean", short: "h" } },
   strict: true,
 });
 
 if (values.help) {
-  console.log(`usage: npm start [-- --only <${AVAILABLE.join("|")}>] [-- --migrate-only]`);
+  console.log(`usage: npm start [-- --only <${AVAILABLE.join("|")}>] [-- --replicas <1-${MAX_REPLICAS}>] [-- --migrate-only]`);
   process.exit(0);
 }
 if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
@@ -33,6 +34,7 @@ if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
   process.exit(1);
 }
 const names = values.only ? [values.only as ServiceName] : AVAILABLE;
+if (values.replicas !== undefined) await runReplicas(values.replicas);
 const running = await runUntilStopped({
   services: {
     withTables: names.some((name) => MODULES[name].tables),
@@ -46,11 +48,46 @@ if (running && values["migrate-only"]) {
   await running.stop();
   process.exit(0);
 }
-if (running) {
+process.send?.({ type: "core:ready", urls: running?.listening ?? {} } satisfies ReadyMessage);
+// a replica's supervisor prints the addresses of all of them
+if (running && !process.env.CORE_REPLICA) {
   const width = Math.max(...Object.keys(running.urls).map((n) => n.length));
   console.log("core is running:");
   for (const [name, url] of Object.entries(running.urls)) console.log(`  ${name.padEnd(width)}  ${url}`);
   console.log(`data: ${process.env.DATABASE_URL ? "PostgreSQL (DATABASE_URL)" : resolve(process.env.CORE_DATA_DIR || "./.data")}`);
   if (running.urls.iam) console.log(`sign up or in at ${running.urls.iam}/sign-in; log the CLI in with: npx core login`);
   console.log("stop with Ctrl-C");
+}
+
+/** `--replicas N`: this process supervises N replicas and never returns. */
+async function runReplicas(raw: string): Promise<never> {
+  const count = /^[0-9]{1,2}$/.test(raw) ? Number(raw) : NaN;
+  if (!(count >= 1 && count <= MAX_REPLICAS)) {
+    console.error(`core: --replicas takes a number from 1 to ${MAX_REPLICAS}, got "${raw}"`);
+    process.exit(1);
+  }
+  if (values["migrate-only"]) {
+    console.error("core: --replicas and --migrate-only do not go together: migrations are applied once, by whichever replica starts first");
+    process.exit(1);
+  }
+  if (!process.env.DATABASE_URL) {
+    console.error("core: --replicas needs PostgreSQL (set DATABASE_URL): the embedded database belongs to one process");
+    process.exit(1);
+  }
+  const args = process.argv.slice(2).filter((arg, i, all) => !arg.startsWith("--replicas") && all[i - 1] !== "--replicas");
+  let replicas: Awaited<ReturnType<typeof superviseReplicas>>;
+  try {
+    replicas = await superviseReplicas({ replicas: count, services: names, args });
+  } catch {
+    // the replica said why
+    process.exit(1);
+  }
+  console.log(`core is running ${count} replica${count === 1 ? "" : "s"}:`);
+  const width = Math.max(...names.map((n) => n.length));
+  for (const name of names) console.log(`  ${name.padEnd(width)}  ${replicas.urls.map((urls) => urls[name]).join("  ")}`);
+  console.log("data: PostgreSQL (DATABASE_URL)");
+  console.log("stop with Ctrl-C");
+  process.once("SIGINT", () => void replicas.stop());
+  process.once("SIGTERM", () => void replicas.stop());
+  process.exit(await replicas.stopped);
 }
