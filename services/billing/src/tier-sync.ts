@@ -1,10 +1,12 @@
-import { and, asc, eq, lte, ne, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Logger } from "@core/kit";
-import type { Db } from "@core/storage";
+import { rowsOf, type Db } from "@core/storage";
 import type { ServiceTokenSource } from "@core/service-auth";
 import { tierSync } from "./db/schema.js";
 
 /** Retries back off from 2 s to 5 min: a registry down for a minute catches up within it. */
+/** A claimed push (its fetch times out in 10 s) is another replica's to retry after this. */
+const CLAIM_LEASE_MS = 60_000;
 const backoffMs = (attempts: number) => Math.min(2_000 * 2 ** Math.min(attempts, 8), 300_000);
 
 /**
@@ -36,18 +38,17 @@ export class TierSync {
 
   /** One pass over what is due; answers how many platforms the registry accepted. */
   async push(wallNow: Date): Promise<number> {
-    const due = await this.db
-      .select()
-      .from(tierSync)
-      .where(and(ne(tierSync.version, tierSync.syncedVersion), lte(tierSync.nextAttemptAt, wallNow)))
-      .orderBy(asc(tierSync.nextAttemptAt))
-      .limit(50);
+    const due = await this.claim(wallNow);
     let accepted = 0;
     for (const row of due) {
       const error = await this.send(row.platformId, row.tier);
       if (error === null) {
         accepted++;
-        await this.db.update(tierSync).set({ syncedVersion: row.version, attempts: 0, lastError: null }).where(and(eq(tierSync.platformId, row.platformId), eq(tierSync.version, row.version)));
+        // a version written meanwhile is due at once (recordTier set its next attempt), and pushed by the next pass
+        await this.db
+          .update(tierSync)
+          .set({ syncedVersion: row.version, attempts: 0, lastError: null, nextAttemptAt: wallNow })
+          .where(and(eq(tierSync.platformId, row.platformId), eq(tierSync.version, row.version)));
       } else {
         this.logger.warn({ platformId: row.platformId, attempts: row.attempts + 1, error }, "the platform registry did not take a tier yet");
         await this.db
@@ -57,6 +58,25 @@ export class TierSync {
       }
     }
     return accepted;
+  }
+
+  /**
+   * Takes up to 50 due platforms for this replica: their next attempt moves past the claim's lease
+   * in the statement that picks them (`FOR UPDATE SKIP LOCKED`), so another replica's pass skips
+   * them, and a replica that dies mid-push leaves them due again once the lease runs out.
+   */
+  private async claim(wallNow: Date): Promise<{ platformId: string; tier: string; version: number; attempts: number }[]> {
+    const leaseUntil = new Date(wallNow.getTime() + CLAIM_LEASE_MS);
+    return rowsOf<{ platformId: string; tier: string; version: number; attempts: number }>(
+      await this.db.execute(sql`
+        update billing.tier_sync set next_attempt_at = ${leaseUntil.toISOString()}::timestamptz
+        where platform_id in (
+          select platform_id from billing.tier_sync
+          where version <> synced_version and next_attempt_at <= ${wallNow.toISOString()}::timestamptz
+          order by next_attempt_at limit 50
+          for update skip locked)
+        returning platform_id as "platformId", tier, version, attempts`),
+    ).map((row) => ({ ...row, version: Number(row.version), attempts: Number(row.attempts) }));
   }
 
   /** null when the registry took the tier; else why not. A platform it does not know is not retried forever: it is the registry's answer. */
