@@ -5,7 +5,14 @@ import type { CredentialResolvers } from "./credentials.js";
 import { TtlCache } from "./ttl-cache.js";
 import type { ServiceTokenSource } from "./service-token-client.js";
 
-export const POSITIVE_TTL_MS = 5_000;
+/**
+ * How long a valid credential is trusted without asking again. A revocation must reach every
+ * service of every replica within 5 s: the IAM replica that revokes clears its own cache, another
+ * IAM replica may answer from its cache for up to IAM_POSITIVE_TTL_MS, and a resource service from
+ * its own for up to POSITIVE_TTL_MS after that, so the two together stay under 5 s.
+ */
+export const POSITIVE_TTL_MS = 2_500;
+export const IAM_POSITIVE_TTL_MS = 2_000;
 export const NEGATIVE_TTL_MS = 1_000;
 /** DESIGN §4: service tokens live at most 5 minutes */
 export const MAX_SERVICE_TOKEN_SECONDS = 300;
@@ -67,17 +74,34 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
     throw new ApiError(502, "UPSTREAM_UNAVAILABLE", `IAM's answer to ${path} breaks its contract`);
   }
 
-  async function cached(cache: TtlCache<Principal | null>, key: string, load: () => Promise<Principal | null>) {
+  // one question to IAM per credential at a time: when an entry expires under load, the requests
+  // that find it gone wait for the one already asking (a failure is not cached, and not shared later)
+  const asking = new Map<string, Promise<Principal | null>>();
+  function cached(cache: TtlCache<Principal | null>, kind: string, key: string, load: () => Promise<Principal | null>): Promise<Principal | null> {
     const hit = cache.get(key);
-    if (hit !== undefined) return hit;
-    const principal = await load();
-    cache.set(key, principal, principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
-    return principal;
+    if (hit !== undefined) return Promise.resolve(hit);
+    const flightKey = `${kind}:${key}`;
+    const inFlight = asking.get(flightKey);
+    if (inFlight) return inFlight;
+    const question = load().then(
+      (principal) => {
+        asking.delete(flightKey);
+        cache.set(key, principal, principal ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
+        return principal;
+      },
+      (err: unknown) => {
+        asking.delete(flightKey);
+        throw err;
+      },
+    );
+    asking.set(flightKey, question);
+    return question;
   }
 
   return {
-    session: (token, by) => cached(sessions, token, () => askIam("/api/validate-session", { token }, by?.requestId)),
-    apiKey: (key, by) => cached(apiKeys, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by?.requestId)),
+    session: (token, by) => cached(sessions, "session", token, () => askIam("/api/validate-session", { token }, by?.requestId)),
+    // a wrong key counts against its client's address, so only one client's requests share a question
+    apiKey: (key, by) => cached(apiKeys, `apiKey:${by?.ip ?? ""}`, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by?.requestId)),
     serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
   };
 }

@@ -1,7 +1,7 @@
 import { decodeJwt, SignJWT } from "jose";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { ApiError, manualClock } from "@core/kit";
-import { remoteResolvers, ServiceTokenClient, type CredentialResolvers } from "@core/service-auth";
+import { POSITIVE_TTL_MS, remoteResolvers, ServiceTokenClient, type CredentialResolvers } from "@core/service-auth";
 import { deadUrl, principal, startFakeIam, type FakeIam } from "./support/fake-iam.js";
 
 const SERVICE = "platform-registry";
@@ -224,14 +224,14 @@ describe("session tokens and API keys", () => {
     expect(await resolvers.apiKey(fresh("nokey"))).toBeNull();
   });
 
-  it("caches a positive answer for 5 s: a revoked session works until then, and not after", async () => {
+  it("caches a positive answer for 2.5 s: a revoked session works until then, and not after", async () => {
     const { clock, resolvers } = resolversAt();
     const token = fresh("session");
     iam.sessions.set(token, principal());
     const before = iam.calls["POST /api/validate-session"] ?? 0;
     expect(await resolvers.session(token)).not.toBeNull();
     iam.sessions.delete(token); // revoked at IAM
-    clock.advance(4_999);
+    clock.advance(POSITIVE_TTL_MS - 1);
     expect(await resolvers.session(token)).not.toBeNull();
     expect(iam.calls["POST /api/validate-session"]).toBe(before + 1);
     clock.advance(1);
@@ -261,12 +261,32 @@ describe("session tokens and API keys", () => {
     const sessionsBefore = iam.calls["POST /api/validate-session"] ?? 0;
     expect(await resolvers.apiKey(same)).not.toBeNull();
     expect(await resolvers.session(same)).toBeNull();
-    clock.advance(4_999);
+    clock.advance(POSITIVE_TTL_MS - 1);
     expect(await resolvers.apiKey(same)).not.toBeNull();
     expect(iam.calls["POST /api/core/apikey/validate"]).toBe(keysBefore + 1);
     expect(iam.calls["POST /api/validate-session"]).toBe(sessionsBefore + 1);
     clock.advance(1);
     await resolvers.apiKey(same);
+    expect(iam.calls["POST /api/core/apikey/validate"]).toBe(keysBefore + 2);
+  });
+
+  it("asks IAM once for a credential that many requests present at the same moment", async () => {
+    const { clock, resolvers } = resolversAt();
+    const token = fresh("session");
+    iam.sessions.set(token, principal());
+    await resolvers.session(fresh("warm-up")); // holds a service token now
+    const before = iam.calls["POST /api/validate-session"] ?? 0;
+    const answers = await Promise.all(Array.from({ length: 20 }, () => resolvers.session(token)));
+    expect(answers.every((a) => a?.userId === principal().userId)).toBe(true);
+    expect(iam.calls["POST /api/validate-session"]).toBe(before + 1);
+    // expired: again one question for the crowd
+    clock.advance(POSITIVE_TTL_MS);
+    await Promise.all(Array.from({ length: 20 }, () => resolvers.session(token)));
+    expect(iam.calls["POST /api/validate-session"]).toBe(before + 2);
+    // wrong API keys from two client addresses are two questions: each counts against its own client
+    const keysBefore = iam.calls["POST /api/core/apikey/validate"] ?? 0;
+    const wrong = fresh("wrong-key");
+    await Promise.all([0, 1, 2, 3].map((i) => resolvers.apiKey(wrong, { ip: `10.0.0.${i % 2}`, requestId: `r${i}` })));
     expect(iam.calls["POST /api/core/apikey/validate"]).toBe(keysBefore + 2);
   });
 

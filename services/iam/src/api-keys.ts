@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { TtlCache, type Principal } from "@core/service-auth";
+import { IAM_POSITIVE_TTL_MS, NEGATIVE_TTL_MS, TtlCache, type Principal } from "@core/service-auth";
 import type { Auth } from "./auth.js";
 import type { IamConfig } from "./config.js";
 import type { PrincipalResolver } from "./principals.js";
@@ -44,7 +44,7 @@ export class ApiKeyResolver {
     const hit = this.cache.get(digest);
     if (hit) return hit;
     const result = await this.verify(key);
-    this.cache.set(digest, result, result.valid ? 5_000 : 1_000);
+    this.cache.set(digest, result, result.valid ? IAM_POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
     return result;
   }
 

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { unixSeconds, type Clock } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { TtlCache, type Principal } from "@core/service-auth";
+import { IAM_POSITIVE_TTL_MS, NEGATIVE_TTL_MS, TtlCache, type Principal } from "@core/service-auth";
 import { effectivePermissions, effectiveRole, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
 
 interface SessionRow {
@@ -56,7 +56,7 @@ export class PrincipalResolver {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
-    private readonly ttl = { positiveMs: 5_000, negativeMs: 1_000 },
+    private readonly ttl = { positiveMs: IAM_POSITIVE_TTL_MS, negativeMs: NEGATIVE_TTL_MS },
   ) {}
 
   async bySessionToken(token: string): Promise<Principal | null> {
