@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import type { ServiceName } from "@core/kit";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const SERVICE_NAMES: ServiceName[] = ["iam", "billing", "stack-registry", "platform-registry", "vault"];
+const PORT_VARS: Record<ServiceName, string> = {
+  iam: "CORE_IAM_PORT",
+  billing: "CORE_BILLING_PORT",
+  "stack-registry": "CORE_STACK_REGISTRY_PORT",
+  "platform-registry": "CORE_PLATFORM_REGISTRY_PORT",
+  vault: "CORE_VAULT_PORT",
+};
+
+/** `npm start` as a user runs it (`node scripts/start.mjs …`), its output kept for the test to read. */
+export interface Launched {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+  /** resolves once the banner is printed; rejects when the process exits first */
+  running: Promise<void>;
+  stop(): Promise<number | null>;
+}
+
+export function launch(env: NodeJS.ProcessEnv, args: string[] = []): Launched {
+  const child = spawn(process.execPath, ["scripts/start.mjs", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: "production", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d) => (output += d));
+  child.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const running = new Promise<void>((resolve, reject) => {
+    const check = setInterval(() => {
+      if (/core is running/.test(output)) {
+        clearInterval(check);
+        resolve();
+      }
+    }, 50);
+    void exited.then((code) => {
+      clearInterval(check);
+      reject(new Error(`the launcher exited (${code}) before it was running:\n${output.slice(-4000)}`));
+    });
+  });
+  running.catch(() => {});
+  return {
+    child,
+    output: () => output,
+    exited,
+    running,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * Base ports for every service with `replicas` free ports from each (base, base+1, …), and the
+ * environment that puts the services there.
+ */
+export async function replicaPorts(replicas: number): Promise<{ env: NodeJS.ProcessEnv; url: (service: ServiceName, replica: number) => string }> {
+  const bases: Partial<Record<ServiceName, number>> = {};
+  const taken = new Set<number>();
+  for (const name of SERVICE_NAMES) {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 200) throw new Error("no free run of ports");
+      const base = 20_000 + Math.floor(Math.random() * 40_000);
+      const run = Array.from({ length: replicas }, (_, i) => base + i);
+      if (run.some((p) => taken.has(p))) continue;
+      if (!(await Promise.all(run.map(portFree))).every(Boolean)) continue;
+      run.forEach((p) => taken.add(p));
+      bases[name] = base;
+      break;
+    }
+  }
+  const env: NodeJS.ProcessEnv = {};
+  for (const name of SERVICE_NAMES) env[PORT_VARS[name]] = String(bases[name]);
+  return { env, url: (service, replica) => `http://127.0.0.1:${bases[service]! + replica}` };
+}
+
+export async function until<T>(check: () => Promise<T | undefined | false> | T | undefined | false, what: string, ms = 30_000, every = 100): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
