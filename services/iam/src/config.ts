@@ -7,6 +7,8 @@ export interface IamConfig {
   trustedOrigins: string[];
   secureCookies: boolean;
   sessionSeconds: number;
+  /** an organization set-up interrupted this long ago is finished or rolled back (longer than any set-up request runs) */
+  orgSetupRecoveryMs: number;
   invitationSeconds: number;
   bootstrapToken: string | undefined;
   /** the device flow's activation page (spec {activation_url}; DESIGN §1: {iam_url}/device) */
@@ -52,6 +54,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     trustedOrigins: [new URL(iamUrl).origin, ...extraOrigins],
     secureCookies: !isLocal(iamUrl),
     sessionSeconds: positiveIntEnv(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
+    orgSetupRecoveryMs: orgSetupRecoverySeconds(env) * 1000,
     invitationSeconds: positiveIntEnv(env, "CORE_INVITATION_SECONDS", 60 * 60 * 24 * 7),
     bootstrapToken: env.CORE_BOOTSTRAP_TOKEN || undefined,
     activationUrl: (env.CORE_ACTIVATION_URL || `${iamUrl}/device`).replace(/\/+$/, ""),
@@ -72,4 +75,11 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
     },
   };
+}
+
+/** CORE_ORG_SETUP_RECOVERY_SECONDS: at least 15, since the registry call of a set-up may take 10 s. */
+function orgSetupRecoverySeconds(env: NodeJS.ProcessEnv): number {
+  const seconds = positiveIntEnv(env, "CORE_ORG_SETUP_RECOVERY_SECONDS", 60);
+  if (seconds < 15) throw new ConfigError(`CORE_ORG_SETUP_RECOVERY_SECONDS must be at least 15 (a set-up's registry call may take 10 s), got ${seconds}`);
+  return seconds;
 }

@@ -3,6 +3,7 @@ import type { BuiltService, ServiceContext } from "@core/kit";
 import type { Db } from "@core/storage";
 import { createApp } from "./app.js";
 import { loadIamConfig } from "./config.js";
+import { finishInterruptedSetups } from "./org-setup-recovery.js";
 
 export const SERVICE_ID = "iam";
 
@@ -19,5 +20,16 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
     serviceCredentials: ctx.serviceCredentials,
     healthChecks: [{ name: "database", check: ctx.pingDatabase }],
   });
-  return { fetch: app.fetch, omitsErrorDetails: app.omitsErrorDetails, close: async () => {} };
+  // set-ups a process left half-way are finished by whichever replica looks first (org-setup-recovery.ts)
+  const sweep = setInterval(() => {
+    finishInterruptedSetups(app.ctx, config.orgSetupRecoveryMs).catch((err: unknown) =>
+      ctx.logger.warn({ err: (err as Error).message }, "could not finish interrupted organization set-ups; tried again later"),
+    );
+  }, Math.max(1_000, config.orgSetupRecoveryMs / 2));
+  sweep.unref();
+  return {
+    fetch: app.fetch,
+    omitsErrorDetails: app.omitsErrorDetails,
+    close: async () => clearInterval(sweep),
+  };
 }

@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { conflict, notFound, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
-import { member, organization, user } from "./db/schema.js";
+import { member, organization, orgSetups, user } from "./db/schema.js";
 import { effectiveRole, rolesOf, type OrgType } from "./permissions.js";
 
 /** better-auth's id shape (32 alphanumerics), so library and our rows look alike */
@@ -22,7 +22,7 @@ export const slugTaken = (slug: string) => conflict("SLUG_TAKEN", `The slug "${s
 export async function createOrganization(
   db: Db,
   clock: Clock,
-  input: { name: string; slug: string; ownerId: string; orgType: OrgType },
+  input: { name: string; slug: string; ownerId: string; orgType: OrgType; /** org-setup's: its platform is still to come */ settingUp?: boolean },
 ): Promise<OrganizationRow> {
   const now = clock.now();
   try {
@@ -34,6 +34,7 @@ export async function createOrganization(
         .values({ id: authStyleId(), name: input.name, slug: input.slug, orgType: input.orgType, createdAt: now })
         .returning();
       await tx.insert(member).values({ id: authStyleId(), organizationId: org!.id, userId: input.ownerId, role: "owner", createdAt: now });
+      if (input.settingUp) await tx.insert(orgSetups).values({ orgId: org!.id, startedAt: now });
       return org!;
     });
   } catch (err) {

@@ -21,17 +21,23 @@ export class RegistryClient {
     return this.call("POST", "/platforms", input);
   }
 
+  /** The platform with this slug, or null (IAM finishing an interrupted org setup). */
+  async findPlatformBySlug(slug: string): Promise<PlatformRecord | null> {
+    const page = (await this.call("GET", `/platforms?slug=${encodeURIComponent(slug)}&limit=1`)) as unknown as { data: PlatformRecord[] };
+    return page.data[0] ?? null;
+  }
+
   setStatus(platformId: string, status: "active" | "suspended"): Promise<PlatformRecord> {
     return this.call("PATCH", `/platforms/${encodeURIComponent(platformId)}`, { status });
   }
 
-  private async call(method: string, path: string, body: object): Promise<PlatformRecord> {
+  private async call(method: string, path: string, body?: object): Promise<PlatformRecord> {
     let response: Response;
     try {
       response = await this.doFetch(`${this.baseUrl}${path}`, {
         method,
         headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
-        body: JSON.stringify(body),
+        ...(body ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.timeout(10_000),
       });
     } catch {

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { sql } from "drizzle-orm";
+import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
+import { finishInterruptedSetups } from "../src/org-setup-recovery.js";
 import { call, createIam, signUp, startIamAndRegistry, uniqueSlug, type Iam } from "./support/harness.js";
 
 describe.each(testDatabases())("org-setup on $name", ({ open }) => {
@@ -130,41 +132,149 @@ describe.each(testDatabases())("org-setup on $name", ({ open }) => {
   });
 });
 
-describe.each(testDatabases())("org-setup rollback on $name", ({ open }) => {
+/**
+ * A platform registry whose behaviour the test sets: it answers, refuses, makes the platform and
+ * then fails (its answer lost), or cannot be reached at all.
+ */
+function scriptedRegistry() {
+  const platforms = new Map<string, { id: string; name: string; slug: string; status: "active"; tier: string }>();
+  const registry = {
+    mode: "ok" as "ok" | "refuse" | "fail-after-create" | "down",
+    platforms,
+    fetch: (async (input: string | URL, init?: RequestInit) => {
+      if (registry.mode === "down") throw new TypeError("fetch failed");
+      const url = new URL(String(input));
+      if (init?.method === "GET" && url.pathname === "/platforms") {
+        if (registry.mode === "fail-after-create") return new Response("boom", { status: 500 });
+        const found = platforms.get(url.searchParams.get("slug") ?? "");
+        return Response.json({ data: found ? [found] : [], cursor: null });
+      }
+      if (registry.mode === "refuse") return Response.json({ error: { code: "VALIDATION_ERROR", message: "no" } }, { status: 400 });
+      const body = JSON.parse(String(init?.body)) as { name: string; slug: string; tier: string };
+      if (platforms.has(body.slug)) return Response.json({ error: { code: "SLUG_TAKEN", message: "taken" } }, { status: 409 });
+      const platform = { id: `plt_${body.slug}`, name: body.name, slug: body.slug, status: "active" as const, tier: body.tier };
+      platforms.set(body.slug, platform);
+      return registry.mode === "fail-after-create" ? new Response("boom", { status: 500 }) : Response.json(platform, { status: 201 });
+    }) as unknown as typeof fetch,
+  };
+  return registry;
+}
+
+describe.each(testDatabases())("org-setup interrupted on $name", ({ open }) => {
   let database: DatabaseHandle;
   let iam: Iam;
+  const registry = scriptedRegistry();
+  const openSetups = async (slug: string) =>
+    rowsOf(await database.db.execute(sql`select s.org_id from iam.org_setups s join iam.organization o on o.id = s.org_id where o.slug = ${slug}`)).length;
+  const orgOf = async (slug: string) =>
+    rowsOf<{ id: string; platform_id: string | null }>(await database.db.execute(sql`select id, platform_id from iam.organization where slug = ${slug}`))[0];
+  const sweep = () => finishInterruptedSetups(iam.app.ctx, iam.config.orgSetupRecoveryMs);
 
   beforeAll(async () => {
     database = await open();
-    // the registry answers 500 to everything
-    const failingRegistry = (async () => new Response("boom", { status: 500 })) as unknown as typeof fetch;
-    iam = await createIam(database, { fetch: failingRegistry });
+    iam = await createIam(database, { fetch: registry.fetch });
   });
   afterAll(async () => {
     await database?.close();
   });
 
-  it("deletes the organization again when the platform registry fails, so the slug stays free", async () => {
+  it("deletes the organization again when the registry refuses the platform, so the slug stays free", async () => {
+    registry.mode = "refuse";
     const ada = await signUp(iam);
-    const slug = uniqueSlug("rollback");
+    const slug = uniqueSlug("refused");
     const r = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
     expect(r.status).toBe(502);
     expect(r.body.error.code).toBe("UPSTREAM_UNAVAILABLE");
+    expect(await orgOf(slug)).toBeUndefined();
     const operatorView = await call(iam, "GET", "/api/core/session", { token: ada.token });
     expect(operatorView.body.principal.orgId).toBeNull();
-    const again = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
-    expect(again.status).toBe(502);
+    registry.mode = "ok";
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } })).status).toBe(201);
   });
 
-  it("answers 503 when the registry cannot be reached, and rolls back too", async () => {
-    const unreachable = (async () => {
-      throw new TypeError("fetch failed");
-    }) as unknown as typeof fetch;
-    const local = await createIam(database, { fetch: unreachable });
-    const ada = await signUp(local);
-    const r = await call(local, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug: uniqueSlug() } });
+  it("links the platform the registry made when its answer was a failure", async () => {
+    registry.mode = "ok";
+    const ada = await signUp(iam);
+    const slug = uniqueSlug("lost-answer");
+    // the registry made the platform and then failed, but answers the lookup
+    const failOnce = registry.fetch;
+    let created = false;
+    const local = await createIam(database, {
+      fetch: (async (input: string | URL, init?: RequestInit) => {
+        if (init?.method === "POST" && !created) {
+          created = true;
+          await failOnce(input, init);
+          return new Response("boom", { status: 500 });
+        }
+        return failOnce(input, init);
+      }) as unknown as typeof fetch,
+    });
+    const r = await call(local, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
+    expect(r.status).toBe(201);
+    expect(r.body.platformId).toBe(`plt_${slug}`);
+    expect(await orgOf(slug)).toMatchObject({ platform_id: `plt_${slug}` });
+    expect(await openSetups(slug)).toBe(0);
+  });
+
+  it("keeps a set-up the registry cannot account for open: a retry by its owner resumes it, another's is refused", async () => {
+    registry.mode = "down";
+    const ada = await signUp(iam);
+    const slug = uniqueSlug("resumed");
+    const r = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
     expect(r.status).toBe(503);
-    const session = await call(local, "GET", "/api/core/session", { token: ada.token });
+    expect(r.body.error.code).toBe("UPSTREAM_UNAVAILABLE");
+    expect(await openSetups(slug)).toBe(1);
+    const session = await call(iam, "GET", "/api/core/session", { token: ada.token });
     expect(session.body.principal.orgId).toBeNull();
+    // someone else cannot take the slug meanwhile
+    registry.mode = "ok";
+    const bob = await signUp(iam);
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: bob.cookie, body: { name: "Other", slug } })).status).toBe(409);
+    // its owner's retry finishes it, in the same organization
+    const { id } = (await orgOf(slug))!;
+    const again = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
+    expect(again.status).toBe(201);
+    expect(again.body.orgId).toBe(id);
+    expect(await openSetups(slug)).toBe(0);
+  });
+
+  it("resumes a set-up whose platform an earlier attempt made (the registry says the slug is taken)", async () => {
+    registry.mode = "fail-after-create";
+    const ada = await signUp(iam);
+    const slug = uniqueSlug("made-earlier");
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } })).status).toBe(502);
+    expect(registry.platforms.has(slug)).toBe(true);
+    expect(await openSetups(slug)).toBe(1);
+    registry.mode = "ok";
+    const again = await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Acme", slug } });
+    expect(again.status).toBe(201);
+    expect(again.body.platformId).toBe(`plt_${slug}`);
+  });
+
+  it("finishes set-ups left open once they are older than the recovery time: linked when the platform exists, else rolled back", async () => {
+    registry.mode = "down";
+    const [ada, bob] = [await signUp(iam), await signUp(iam)];
+    const [linked, rolledBack] = [uniqueSlug("swept-linked"), uniqueSlug("swept-gone")];
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: ada.cookie, body: { name: "Linked", slug: linked } })).status).toBe(503);
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: bob.cookie, body: { name: "Gone", slug: rolledBack } })).status).toBe(503);
+    // the registry had made one of them before the answer was lost
+    registry.platforms.set(linked, { id: `plt_${linked}`, name: "Linked", slug: linked, status: "active", tier: "free" });
+    registry.mode = "ok";
+    // too recent: a set-up may still be running
+    expect(await sweep()).toBe(0);
+    iam.clock.advance(iam.config.orgSetupRecoveryMs + 1);
+    // the registry unreachable: nothing is decided, the next pass tries again
+    registry.mode = "down";
+    await expect(sweep()).rejects.toThrow();
+    expect(await openSetups(linked)).toBe(1);
+    registry.mode = "ok";
+    expect(await sweep()).toBeGreaterThanOrEqual(2);
+    expect(await orgOf(linked)).toMatchObject({ platform_id: `plt_${linked}` });
+    expect(await orgOf(rolledBack)).toBeUndefined();
+    expect(await openSetups(linked)).toBe(0);
+    // the rolled-back slug is free again; the audit trail says what the sweeper did
+    expect((await call(iam, "POST", "/api/core/org-setup", { cookie: bob.cookie, body: { name: "Gone", slug: rolledBack } })).status).toBe(201);
+    const audit = rowsOf<{ outcome: string }>(await database.db.execute(sql`select outcome, metadata from iam.audit_events where action = 'organization.setup' and actor_type = 'system' and metadata->>'slug' in (${linked}, ${rolledBack})`));
+    expect(audit.map((row) => row.outcome).sort()).toEqual(["failure", "success"]);
   });
 });

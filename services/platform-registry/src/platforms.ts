@@ -74,11 +74,11 @@ export async function findPlatform(db: Db, id: string): Promise<PlatformRow> {
   return row;
 }
 
-export async function listPlatforms(db: Db, page: { limit: number; cursor?: string; onlyId?: string }) {
+export async function listPlatforms(db: Db, page: { limit: number; cursor?: string; onlyId?: string; slug?: string }) {
   const rows = await db
     .select()
     .from(platforms)
-    .where(and(keysetAfter(platformOrder, decodeCursor(page.cursor, OLDEST_FIRST)), page.onlyId ? eq(platforms.id, page.onlyId) : undefined))
+    .where(and(keysetAfter(platformOrder, decodeCursor(page.cursor, OLDEST_FIRST)), page.onlyId ? eq(platforms.id, page.onlyId) : undefined, page.slug ? eq(platforms.slug, page.slug) : undefined))
     .orderBy(...keysetOrder(platformOrder))
     .limit(page.limit + 1);
   return toPage(rows, page.limit, position);

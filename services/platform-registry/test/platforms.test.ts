@@ -244,6 +244,17 @@ describe.each(testDatabases())("platforms on $name", (database) => {
       }
     });
 
+    it("finds one platform by its slug, answers none for an unknown one, and refuses a slug that cannot exist", async () => {
+      const created = await r.createPlatform({ name: "By slug" });
+      expect((await list(`?slug=${created.slug}`)).body).toEqual({ data: [created], cursor: null });
+      expect((await list(`?slug=${unique("nobody")}`)).body).toEqual({ data: [], cursor: null });
+      for (const slug of ["UPPER", "a".repeat(64), "with space", ""]) {
+        const res = await list(`?slug=${encodeURIComponent(slug)}`);
+        expect(res.status, slug).toBe(400);
+        expect(res.body.error).toMatchObject({ code: "VALIDATION_ERROR", details: [expect.objectContaining({ path: "slug" })] });
+      }
+    });
+
     it("answers a tampered cursor with 400, never 500", async () => {
       const edited = (position: string) => Buffer.from(position).toString("base64url");
       for (const cursor of [

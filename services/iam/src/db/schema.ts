@@ -89,6 +89,19 @@ export const organization = iam.table("organization", {
   platformId: text("platform_id").unique(),
 });
 
+/**
+ * Organization set-ups whose platform is not linked yet (spec §4.3: the organization, then its
+ * platform through the registry). Written with the organization and removed when the platform is
+ * linked or the organization rolled back; a row left behind by a process that died in between is
+ * finished by the sweeper (org-setup-recovery.ts), so nothing stays half-made.
+ */
+export const orgSetups = iam.table("org_setups", {
+  orgId: text("org_id")
+    .primaryKey()
+    .references(() => organization.id, { onDelete: "cascade" }),
+  startedAt: ts("started_at").notNull(),
+});
+
 export const member = iam.table(
   "member",
   {

@@ -1,10 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Context } from "hono";
+import type { Db } from "@core/storage";
 import { ApiError, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { actorOf, requireSession, type SessionCaller } from "../access.js";
 import type { IamContext } from "../app.js";
-import { organization, session } from "../db/schema.js";
+import { member, organization, orgSetups, session } from "../db/schema.js";
 import { createOrganization, deleteOrganization, slugTaken } from "../organizations.js";
 import { OPERATOR_ORG } from "./organizations.js";
 import { OrgName, OrgSlug } from "./schemas.js";
@@ -54,24 +55,35 @@ export async function setUpOrganization(c: Context, ctx: IamContext, caller: Ses
   const { principal, token } = caller;
   const actor = actorOf(c, { kind: "principal", principal });
   if (RESERVED_SLUGS.has(slug)) throw slugTaken(slug);
-  const org = await createOrganization(ctx.db, ctx.clock, { name, slug, ownerId: principal.userId, orgType: "tenant" });
+  // a set-up of the caller's that stopped half-way (no answer, a lost registry answer) resumes: a retry is always safe
+  const resumed = await pendingSetupOf(ctx.db, slug, principal.userId);
+  const org = resumed ?? (await createOrganization(ctx.db, ctx.clock, { name, slug, ownerId: principal.userId, orgType: "tenant", settingUp: true }));
   let platformId: string;
   try {
     platformId = (await ctx.registry.createPlatform({ name, slug, tier: STARTING_TIER })).id;
   } catch (err) {
-    await deleteOrganization(ctx.db, org.id);
-    await ctx.audit.record({
-      action: "organization.setup",
-      outcome: "failure",
-      ...actor,
-      targetType: "organization",
-      targetId: org.id,
-      metadata: { slug, reason: err instanceof ApiError ? err.code : "error", rolledBack: true },
-    });
-    if (err instanceof ApiError && err.status === 409) throw slugTaken(slug);
-    throw err;
+    // no answer, a failure after which the registry may have made it, or (resuming) the platform an
+    // earlier attempt made: the platform may exist all the same
+    const mayExist = isAmbiguous(err) || (resumed !== null && err instanceof ApiError && err.status === 409);
+    const made = mayExist ? await ctx.registry.findPlatformBySlug(slug).catch(() => undefined) : null;
+    // the registry cannot tell: the set-up stays open, for a retry or the sweeper (org-setup-recovery.ts)
+    if (made === undefined) throw err;
+    if (made === null) {
+      await deleteOrganization(ctx.db, org.id);
+      await ctx.audit.record({
+        action: "organization.setup",
+        outcome: "failure",
+        ...actor,
+        targetType: "organization",
+        targetId: org.id,
+        metadata: { slug, reason: err instanceof ApiError ? err.code : "error", rolledBack: true },
+      });
+      if (err instanceof ApiError && err.status === 409) throw slugTaken(slug);
+      throw err;
+    }
+    platformId = made.id;
   }
-  await ctx.db.update(organization).set({ platformId }).where(eq(organization.id, org.id));
+  await linkPlatform(ctx.db, org.id, platformId);
   // the session that set the organization up continues inside it
   await ctx.db.update(session).set({ activeOrganizationId: org.id }).where(eq(session.token, token));
   ctx.forgetPrincipals();
@@ -82,7 +94,29 @@ export async function setUpOrganization(c: Context, ctx: IamContext, caller: Ses
     orgId: org.id,
     targetType: "organization",
     targetId: org.id,
-    metadata: { slug, platformId },
+    metadata: { slug, platformId, ...(resumed ? { resumed: true } : {}) },
   });
   return { orgId: org.id, platformId, slug: org.slug, name: org.name };
+}
+
+/** A registry failure after which the platform may exist: no answer, or the registry's own failure (not a refusal). */
+const isAmbiguous = (err: unknown) => !(err instanceof ApiError) || err.status >= 500;
+
+/** The caller's own organization with this slug whose set-up is still open, or null. */
+async function pendingSetupOf(db: Db, slug: string, userId: string) {
+  const [row] = await db
+    .select({ org: organization })
+    .from(orgSetups)
+    .innerJoin(organization, eq(organization.id, orgSetups.orgId))
+    .innerJoin(member, and(eq(member.organizationId, organization.id), eq(member.userId, userId), eq(member.role, "owner")))
+    .where(eq(organization.slug, slug));
+  return row?.org ?? null;
+}
+
+/** Links the organization to its platform and ends its set-up, in one transaction. */
+export async function linkPlatform(db: Db, orgId: string, platformId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.update(organization).set({ platformId }).where(eq(organization.id, orgId));
+    await tx.delete(orgSetups).where(eq(orgSetups.orgId, orgId));
+  });
 }

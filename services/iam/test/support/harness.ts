@@ -35,6 +35,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     trustedOrigins: ["http://localhost:4100"],
     secureCookies: false,
     sessionSeconds: 3600,
+    orgSetupRecoveryMs: 60_000,
     invitationSeconds: 7 * 86400,
     bootstrapToken: undefined,
     activationUrl: `${overrides.iamUrl ?? "http://localhost:4100"}/device`,

@@ -26,6 +26,14 @@ const UpdatePlatformInput = changingSomething(
   }),
 ).openapi("UpdatePlatformInput");
 
+const PlatformListQuery = PageQuery.extend({
+  slug: z
+    .string()
+    .regex(/^[a-z0-9-]{1,63}$/, "A slug is 1-63 lowercase letters, digits and hyphens")
+    .optional()
+    .openapi({ description: "only the platform with this slug (IAM finishes an interrupted org setup with it)" }),
+});
+
 const PlatformParams = z.object({ platformId: pathId("platformId") });
 
 export function platformRoutes(app: ServiceApp, { db, clock, credentials }: RegistryContext) {
@@ -35,19 +43,19 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
       path: "/platforms",
       summary: "List platforms (spec §4.6): every platform for operators and services, your own otherwise",
       security: security.anyCredential,
-      request: { query: PageQuery },
+      request: { query: PlatformListQuery },
       responses: { 200: jsonContent(pageOf(PlatformSchema, "PlatformPage"), "A page of platforms"), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
       const caller = await requireCaller(c, credentials);
-      const { limit, cursor } = c.req.valid("query");
+      const { limit, cursor, slug } = c.req.valid("query");
       let onlyId: string | undefined;
       if (!seesAllPlatforms(caller)) {
         const p = caller.kind === "principal" ? caller.principal : null;
         if (!p?.platformId || !p.permissions.includes("platform:read")) throw forbidden(`You need platform:read.${p && !p.platformId ? ` ${activeOrganizationHint(p)}` : ""}`);
         onlyId = p.platformId;
       }
-      const page = await listPlatforms(db, { limit, cursor, onlyId });
+      const page = await listPlatforms(db, { limit, cursor, onlyId, slug });
       return c.json({ data: page.data.map(platformJson), cursor: page.cursor }, 200);
     },
   );
