@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
-import { ApiError, envelope, validationError } from "./errors.js";
+import { ApiError, envelope, isUnreachable, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
@@ -141,6 +141,12 @@ export function createServiceApp(options: ServiceAppOptions) {
       const code = err.status === 400 ? "BAD_REQUEST" : err.status === 413 ? "PAYLOAD_TOO_LARGE" : "BAD_REQUEST";
       return errorResponse(c, new ApiError(err.status as 400, code, err.message || "Bad request"));
     }
+    // the database (or another dependency) out of reach is an outage to wait out, not a bug: 503, retryable
+    const unreachable = isUnreachable(err);
+    if (unreachable) {
+      logger.warn({ requestId: requestIdOf(c), err: loggableError(err) }, "a dependency is unreachable");
+      return errorResponse(c, unavailable(unreachable));
+    }
     logger.error({ requestId: requestIdOf(c), err: loggableError(err) }, "unhandled error");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
   });
@@ -206,6 +212,12 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
   return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails });
+}
+
+/** The answer to a request whose dependency is out of reach: clients are asked to retry shortly. */
+export function unavailable(what: "database" | "network"): ApiError {
+  const message = what === "database" ? "The database is unavailable; try again shortly" : "A service this request depends on is unreachable; try again shortly";
+  return new ApiError(503, "UPSTREAM_UNAVAILABLE", message, null, { "retry-after": "5" });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;

@@ -89,3 +89,36 @@ export function envelope(
     ? { error: { code, message, requestId, details: details ?? null } }
     : { error: { code, message, requestId } };
 }
+
+/** Node's errors of a connection that could not be made or was lost. */
+const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "ECONNABORTED"]);
+/**
+ * PostgreSQL's SQLSTATEs of a server that is not there to answer: class 08 (connection exception),
+ * 57P01-57P03 (shut down, crashed, starting or stopping) and 53300 (too many connections).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
+/** node-postgres's own words for a connection it lost or never got (these errors carry no code). */
+const DRIVER_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable)/;
+
+/**
+ * Whether `err` (or what it wraps: drizzle's query errors keep the driver's as `cause`) says the
+ * database or another dependency could not be reached, rather than that the request was wrong:
+ * such a failure is a 503 the caller may retry, never a 500 (DESIGN §3).
+ */
+export function isUnreachable(err: unknown): "database" | "network" | null {
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [err];
+  while (queue.length > 0 && seen.size < 8) {
+    const current = queue.shift();
+    if (!current || typeof current !== "object" || seen.has(current)) continue;
+    seen.add(current);
+    const e = current as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (typeof e.code === "string" && UNAVAILABLE_SQLSTATE.test(e.code)) return "database";
+    if (typeof e.message === "string" && DRIVER_MESSAGES.test(e.message)) return "database";
+    if (typeof e.code === "string" && NETWORK_CODES.has(e.code)) return "network";
+    queue.push(e.cause);
+    // a connection to "localhost" tries each of its addresses: Node reports them together
+    if (Array.isArray(e.errors)) queue.push(...e.errors);
+  }
+  return null;
+}

@@ -118,16 +118,11 @@ export function createAuth(deps: AuthDeps) {
       log: (level, message, ...args) =>
         deps.logger[level]({ library: "better-auth", details: args.map((a) => (a instanceof Error ? loggableError(a) : a)) }, message),
     },
-    // the library's refusals are answers, not faults: its own handler would print each to the console
-    onAPIError: {
-      onError: (error) => {
-        if (isAPIError(error) && error.status !== "INTERNAL_SERVER_ERROR") {
-          deps.logger.debug({ library: "better-auth", status: error.status, code: (error.body as { code?: string } | undefined)?.code }, "auth library refused a request");
-        } else {
-          deps.logger.error({ library: "better-auth", err: loggableError(error) }, "auth library failed");
-        }
-      },
-    },
+    // the library's refusals (its APIErrors) are answers, which its router turns into responses; any
+    // other failure is thrown on to our handler, so the kit answers it as every service does: the
+    // database out of reach is 503 UPSTREAM_UNAVAILABLE, anything else a logged 500 (DESIGN §3).
+    // (A hook of onAPIError cannot do this: the library swallows what the hook throws.)
+    onAPIError: { throw: true },
     database: drizzleAdapter(deps.db, {
       provider: "pg",
       transaction: true,

@@ -110,13 +110,18 @@ describe.each(testDatabases())("the /onboarding page without a platform registry
     await database?.close();
   });
 
-  it("says nothing was set up when the registry cannot be reached (503), and rolls the organization back", async () => {
+  it("says to send the form again when the registry cannot be reached (503), and keeps the set-up open for its owner only", async () => {
     const iam = await createIam(database);
     const ada = await signUp(iam);
     const slug = uniqueSlug("down");
     const r = await new PageBrowser(iam, ada.cookie).submit("/onboarding", "/onboarding", { name: "Acme", slug });
     expect(r.status).toBe(503);
-    expect(textOf(r.html)).toContain("The platform could not be created just now, so nothing was set up.");
-    expect(await organizationsWithSlug(database, slug)).toEqual([]);
+    expect(textOf(r.html)).toContain("The platform could not be created just now. Send the form again in a moment to finish: the name is kept for you.");
+    // open, not half-made: no platform yet, and the sweeper or the owner's next try finishes it
+    const open = rowsOf(await database.db.execute(sql`select o.platform_id from iam.org_setups s join iam.organization o on o.id = s.org_id where o.slug = ${slug}`));
+    expect(open).toEqual([{ platform_id: null }]);
+    const again = await new PageBrowser(iam, ada.cookie).submit("/onboarding", "/onboarding", { name: "Acme", slug });
+    expect(again.status).toBe(503);
+    expect(await organizationsWithSlug(database, slug)).toHaveLength(1);
   });
 });

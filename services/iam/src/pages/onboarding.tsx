@@ -92,7 +92,8 @@ export function onboardingPages(app: ServiceApp, ctx: IamContext) {
       } catch (err) {
         if (err instanceof ApiError && err.status === 409) return again(409, { slug: `The slug "${entered.slug}" is taken. Choose another.` });
         if (err instanceof ApiError && (err.status === 502 || err.status === 503)) {
-          return again(err.status, { form: "The platform could not be created just now, so nothing was set up. Try again in a moment." });
+          // the set-up stays open under this slug for its owner: sending the form again finishes it (org-setup.ts)
+          return again(err.status, { form: "The platform could not be created just now. Send the form again in a moment to finish: the name is kept for you." });
         }
         return pageFailure(c, ctx, err, viewer);
       }
