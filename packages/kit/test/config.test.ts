@@ -1,4 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -101,6 +103,25 @@ describe("persistentSecret", () => {
     const first = persistentSecret(dir, "service-iam");
     expect(persistentSecret(dir, "service-iam")).toBe(first);
     expect(persistentSecret(dir, "service-billing")).not.toBe(first);
+  });
+
+  it("gives processes starting together one secret, each read whole, and leaves no draft behind", async () => {
+    const dir = join(root, "raced");
+    const config = fileURLToPath(new URL("../src/config.ts", import.meta.url));
+    // twelve processes at once, as replicas starting together: each prints the secret it got
+    const child = `import { persistentSecret } from ${JSON.stringify(config)}; process.stdout.write(persistentSecret(${JSON.stringify(dir)}, "auth"));`;
+    const answers = await Promise.all(
+      Array.from(
+        { length: 12 },
+        () =>
+          new Promise<string>((resolve, reject) => {
+            execFile(process.execPath, ["--import", "tsx", "--input-type=module", "-e", child], (err, stdout) => (err ? reject(err) : resolve(stdout)));
+          }),
+      ),
+    );
+    expect(new Set(answers).size).toBe(1);
+    expect(answers[0]).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(readdirSync(dir)).toEqual(["auth.secret"]);
   });
 
   it("refuses an empty secret file instead of signing with an empty secret", () => {
