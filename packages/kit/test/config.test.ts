@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { buildSync } from "esbuild";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -107,16 +108,16 @@ describe("persistentSecret", () => {
 
   it("gives processes starting together one secret, each read whole, and leaves no draft behind", async () => {
     const dir = join(root, "raced");
-    const config = fileURLToPath(new URL("../src/config.ts", import.meta.url));
+    // the kit's own code, bundled for plain node processes
+    const entry = join(root, "raced-entry.mjs");
+    const entrySource = `import { persistentSecret } from ${JSON.stringify(fileURLToPath(new URL("../src/config.ts", import.meta.url)))};
+process.stdout.write(persistentSecret(process.argv[2], "auth"));`;
+    buildSync({ stdin: { contents: entrySource, resolveDir: root, loader: "ts" }, bundle: true, platform: "node", format: "esm", outfile: entry, logLevel: "silent" });
     // twelve processes at once, as replicas starting together: each prints the secret it got
-    const child = `import { persistentSecret } from ${JSON.stringify(config)}; process.stdout.write(persistentSecret(${JSON.stringify(dir)}, "auth"));`;
     const answers = await Promise.all(
       Array.from(
         { length: 12 },
-        () =>
-          new Promise<string>((resolve, reject) => {
-            execFile(process.execPath, ["--import", "tsx", "--input-type=module", "-e", child], (err, stdout) => (err ? reject(err) : resolve(stdout)));
-          }),
+        () => new Promise<string>((resolve, reject) => execFile(process.execPath, [entry, dir], (err, stdout) => (err ? reject(err) : resolve(stdout)))),
       ),
     );
     expect(new Set(answers).size).toBe(1);
