@@ -5,3 +5,4 @@ export * from "./migrate.js";
 export * from "./testing.js";
 export * from "./errors.js";
 export * from "./keyset.js";
+export * from "./read-batcher.js";

@@ -1,16 +1,9 @@
-import { sql } from "drizzle-orm";
+import { and, eq, gt, sql } from "drizzle-orm";
+import { session, user } from "./db/schema.js";
 import { unixSeconds, type Clock } from "@core/kit";
-import { rowsOf, type Db } from "@core/storage";
+import { ReadBatcher, rowsOf, type Db } from "@core/storage";
 import { IAM_POSITIVE_TTL_MS, NEGATIVE_TTL_MS, TtlCache, type Principal } from "@core/service-auth";
 import { effectivePermissions, effectiveRole, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
-
-interface SessionRow {
-  session_id: string;
-  expires_at: Date | string;
-  user_id: string;
-  email: string;
-  org_id: string | null;
-}
 
 /** What a user's membership in one organization contributes to a principal. */
 interface Membership {
@@ -33,6 +26,15 @@ interface MembershipRow {
   grants: { permission: string; granted: boolean; expiresAt: number | string | null }[] | null;
 }
 
+interface SessionRow {
+  token: string;
+  sessionId: string;
+  expiresAt: Date;
+  userId: string;
+  email: string;
+  orgId: string | null;
+}
+
 /** A session without an active organization acts in the user's operator organization, else their oldest. */
 const defaultOrganization = (userId: SQLFragment) => sql`(
   select m2.organization_id from iam.member m2 join iam.organization o2 on o2.id = m2.organization_id
@@ -53,11 +55,36 @@ export class PrincipalResolver {
   private readonly principals = new TtlCache<Principal | null>(50_000);
   private readonly memberships = new TtlCache<Membership | null>(20_000);
 
+  /**
+   * The one query of tokens not in the cache: the tokens that arrive in one turn of the event loop
+   * are read together (ReadBatcher), by a named prepared statement that PostgreSQL parses and plans
+   * once per connection (ADR 0005).
+   */
+  private readonly sessions: ReadBatcher<string, SessionRow>;
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly ttl = { positiveMs: IAM_POSITIVE_TTL_MS, negativeMs: NEGATIVE_TTL_MS },
-  ) {}
+  ) {
+    const byTokens = db
+      .select({
+        token: session.token,
+        sessionId: session.id,
+        expiresAt: session.expiresAt,
+        userId: session.userId,
+        email: user.email,
+        orgId: sql<string | null>`coalesce(${session.activeOrganizationId}, ${defaultOrganization(sql`${session.userId}`)})`,
+      })
+      .from(session)
+      .innerJoin(user, eq(user.id, session.userId))
+      .where(and(sql`${session.token} = any(${sql.placeholder("tokens")}::text[])`, gt(session.expiresAt, sql`${sql.placeholder("now")}::timestamptz`)))
+      .prepare("iam_sessions_by_token");
+    this.sessions = new ReadBatcher(async (tokens) => {
+      const rows = await byTokens.execute({ tokens, now: this.clock.now().toISOString() });
+      return new Map(rows.map((row) => [row.token, row]));
+    });
+  }
 
   async bySessionToken(token: string): Promise<Principal | null> {
     const now = this.clock.now();
@@ -67,21 +94,16 @@ export class PrincipalResolver {
       if (hit?.expiresAt && Date.parse(hit.expiresAt) <= now.getTime()) return null;
       return hit;
     }
-    const result = await this.db.execute(sql`
-      select s.id as session_id, s.expires_at, s.user_id, u.email,
-             coalesce(s.active_organization_id, ${defaultOrganization(sql`s.user_id`)}) as org_id
-        from iam.session s join iam."user" u on u.id = s.user_id
-       where s.token = ${token} and s.expires_at > ${now.toISOString()}`);
-    const row = rowsOf<SessionRow>(result)[0];
+    const row = await this.sessions.load(token);
     const principal = row
       ? this.build({
           type: "user",
-          userId: row.user_id,
+          userId: row.userId,
           email: row.email,
-          sessionId: row.session_id,
+          sessionId: row.sessionId,
           apiKeyId: null,
-          expiresAt: iso(row.expires_at),
-          membership: row.org_id ? await this.membership(row.user_id, row.org_id) : null,
+          expiresAt: iso(row.expiresAt),
+          membership: row.orgId ? await this.membership(row.userId, row.orgId) : null,
         })
       : null;
     this.principals.set(token, principal, principal ? this.ttl.positiveMs : this.ttl.negativeMs);

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, or, sql } from "drizzle-orm";
 import { ApiError, conflict, decodeCursor, newId, notFound, toPage, type Clock } from "@core/kit";
-import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
+import { isUniqueViolation, ReadBatcher, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { platforms, stacks, type PlatformRow, type StackRow } from "./db/schema.js";
 
 /** The platform registry's rules, free of HTTP (DESIGN §7, spec §2.10). */
@@ -68,13 +68,38 @@ export async function createPlatform(db: Db, clock: Clock, input: NewPlatform): 
   }
 }
 
+/**
+ * Platforms by id, the registry's most frequent read (a member's own platform, every authorized
+ * route): the ids asked for in one turn of the event loop are read together (ReadBatcher), by a
+ * named prepared statement that PostgreSQL parses and plans once per connection (ADR 0005).
+ */
+const byIdBatchers = new WeakMap<Db, ReadBatcher<string, PlatformRow>>();
+function platformById(db: Db, id: string): Promise<PlatformRow | undefined> {
+  let batcher = byIdBatchers.get(db);
+  if (!batcher) {
+    const statement = db
+      .select()
+      .from(platforms)
+      .where(sql`${platforms.id} = any(${sql.placeholder("ids")}::text[])`)
+      .prepare("registry_platforms_by_id");
+    batcher = new ReadBatcher(async (ids) => new Map((await statement.execute({ ids })).map((row) => [row.id, row])));
+    byIdBatchers.set(db, batcher);
+  }
+  return batcher.load(id);
+}
+
 export async function findPlatform(db: Db, id: string): Promise<PlatformRow> {
-  const [row] = await db.select().from(platforms).where(eq(platforms.id, id));
+  const row = await platformById(db, id);
   if (!row) throw notFound(`No platform ${id}`);
   return row;
 }
 
 export async function listPlatforms(db: Db, page: { limit: number; cursor?: string; onlyId?: string; slug?: string }) {
+  // a member sees one platform at most: its first page is that platform's row
+  if (page.onlyId && !page.cursor && !page.slug) {
+    const own = await platformById(db, page.onlyId);
+    return toPage(own ? [own] : [], page.limit, position);
+  }
   const rows = await db
     .select()
     .from(platforms)

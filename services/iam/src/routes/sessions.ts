@@ -37,11 +37,17 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     responses: { 200: jsonContent(ValidateAnswer, "valid with the principal, or valid: false"), ...errorResponses(400, 401) },
   });
   app.openAPIRegistry.registerPath(validateSession);
+  // the answer for a cached principal is serialized once: a service asks about the same session with
+  // every request its user makes (ADR 0005); the principal object lives as long as its cache entry
+  const answers = new WeakMap<object, string>();
+  const INVALID = JSON.stringify({ valid: false });
   app.post(validateSession.path, async (c) => {
     await requireServiceCaller(c, ctx.credentials);
     const { token } = await readJsonBody(c, ValidateInput);
     const principal = await ctx.principals.bySessionToken(token);
-    return c.json(principal ? { valid: true as const, principal } : { valid: false as const }, 200);
+    let body = principal ? answers.get(principal) : INVALID;
+    if (body === undefined) answers.set(principal!, (body = JSON.stringify({ valid: true, principal })));
+    return c.body(body, 200, { "content-type": "application/json" });
   });
 
   app.openapi(
