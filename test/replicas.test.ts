@@ -230,4 +230,23 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
     await new Promise((r) => setTimeout(r, 1_000));
     expect([...received].sort()).toEqual(events.map((e) => e.id).sort());
   });
+
+  it("prunes old usage events once, with both replicas' retention running: every event tallied once", async () => {
+    const owner = await signUp("retained@replicas.example", 1);
+    const setup = await json(await orgSetup(1, owner, "Retained", "retained"));
+    await json(await post(at("billing", 1), "/api/billing/upgrade", { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: owner.email, idempotencyKey: crypto.randomUUID() }, owner.token));
+    const clock = await json(await fetch(`${at("billing", 0)}/operator/test-clock`, { headers: { authorization: `Bearer ${operator.token}` } }));
+    // 40 batches of 50, sent to both replicas at once
+    const batches = Array.from({ length: 40 }, (_, b) =>
+      Array.from({ length: 50 }, (_, e) => ({ id: `ret-${b}-${e}`, platformId: setup.platformId, meter: "api_requests", quantity: 1, timestamp: clock.now })),
+    );
+    const answers = await Promise.all(batches.map(async (events, b) => json(await post(at("billing", b % 2), "/usage/events", { events }, operator.token))));
+    expect(answers.reduce((sum, a) => sum + a.accepted, 0)).toBe(2_000);
+    // past the 35 days an event's id is remembered: both replicas' workers prune, each its own rows
+    await json(await post(at("billing", 0), "/operator/test-clock/advance", { seconds: 36 * DAY }, operator.token));
+    await until(async () => (await rows(`select 1 from billing.usage_events where id like 'ret-%' limit 1`)).length === 0, "the old events to be pruned", 20_000, 200);
+    expect(await rows(`select sum(events)::int as events, sum(quantity) = 2000 as exact from billing.usage_pruned where platform_id = $1 and meter = 'api_requests'`, [setup.platformId])).toEqual([
+      { events: 2_000, exact: true },
+    ]);
+  });
 });

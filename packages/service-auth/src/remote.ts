@@ -45,21 +45,26 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   const apiKeys = new TtlCache<Principal | null>(10_000, now);
 
   async function askIam(path: string, body: object, requestId?: string): Promise<Principal | null> {
-    let response: Response;
-    try {
-      response = await doFetch(`${iamUrl}${path}`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          authorization: `Bearer ${await options.tokens.tokenFor("iam")}`,
-          // IAM logs the check under the request it serves
-          ...(requestId ? { "x-request-id": requestId } : {}),
-        },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(5_000),
-      });
-    } catch {
-      throw upstreamUnavailable("IAM is unreachable");
+    let response: Response | undefined;
+    // a kept-alive connection IAM closed as it was reused fails at once: that is no outage, and the
+    // check is a read, so it is asked once more on a new connection; a timeout is not asked again
+    for (let attempt = 1; !response; attempt++) {
+      try {
+        response = await doFetch(`${iamUrl}${path}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            authorization: `Bearer ${await options.tokens.tokenFor("iam")}`,
+            // IAM logs the check under the request it serves
+            ...(requestId ? { "x-request-id": requestId } : {}),
+          },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(5_000),
+        });
+      } catch (err) {
+        const timedOut = (err as Error)?.name === "TimeoutError" || (err as Error)?.name === "AbortError";
+        if (attempt >= 2 || timedOut) throw upstreamUnavailable("IAM is unreachable");
+      }
     }
     // IAM limits wrong API keys per calling service and client address: the client is over its limit
     if (response.status === 429) throw rateLimited(Number(response.headers.get("retry-after")) || 60);

@@ -290,6 +290,34 @@ describe("session tokens and API keys", () => {
     expect(iam.calls["POST /api/core/apikey/validate"]).toBe(keysBefore + 2);
   });
 
+  it("asks once more when IAM's connection is reset, and not when IAM does not answer in time", async () => {
+    const token = fresh("session");
+    iam.sessions.set(token, principal());
+    const calls: string[] = [];
+    const resetOnce = (failure: () => Error) => {
+      let failed = false;
+      return (async (input: string | URL | Request, init?: RequestInit) => {
+        calls.push(String(input));
+        if (String(input).endsWith("/api/validate-session") && !failed) {
+          failed = true;
+          throw failure();
+        }
+        return fetch(input, init);
+      }) as typeof fetch;
+    };
+    const build = (doFetch: typeof fetch) =>
+      remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE, tokens: new ServiceTokenClient(iam.url, { serviceId: SERVICE, secret: SECRET }), fetch: doFetch });
+    // a kept-alive connection closed by IAM as it was reused: the answer comes on the second try
+    const reset = () => new TypeError("fetch failed", { cause: Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }) });
+    expect(await build(resetOnce(reset)).session(token)).not.toBeNull();
+    expect(calls.filter((c) => c.endsWith("/api/validate-session"))).toHaveLength(2);
+    // IAM too slow: no second try, 503 at once
+    calls.length = 0;
+    const timeout = () => new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    expect(await failureOf(build(resetOnce(timeout)).session(token))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
+    expect(calls.filter((c) => c.endsWith("/api/validate-session"))).toHaveLength(1);
+  });
+
   it("answers 503 UPSTREAM_UNAVAILABLE when IAM is unreachable", async () => {
     const { resolvers } = resolversAt(await deadUrl());
     expect(await failureOf(resolvers.session("any"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
