@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
-import { ApiError, envelope, isUnreachable, validationError } from "./errors.js";
+import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
@@ -145,7 +145,8 @@ export function createServiceApp(options: ServiceAppOptions) {
     const unreachable = isUnreachable(err);
     if (unreachable) {
       logger.warn({ requestId: requestIdOf(c), err: loggableError(err) }, "a dependency is unreachable");
-      return errorResponse(c, unavailable(unreachable));
+      const message = unreachable === "database" ? "The database is unavailable; try again shortly" : "A service this request depends on is unreachable; try again shortly";
+      return errorResponse(c, upstreamUnavailable(message, 5));
     }
     logger.error({ requestId: requestIdOf(c), err: loggableError(err) }, "unhandled error");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
@@ -212,12 +213,6 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
   return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails });
-}
-
-/** The answer to a request whose dependency is out of reach: clients are asked to retry shortly. */
-export function unavailable(what: "database" | "network"): ApiError {
-  const message = what === "database" ? "The database is unavailable; try again shortly" : "A service this request depends on is unreachable; try again shortly";
-  return new ApiError(503, "UPSTREAM_UNAVAILABLE", message, null, { "retry-after": "5" });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;

@@ -71,8 +71,9 @@ export const rateLimited = (retryAfterSeconds: number) =>
   new ApiError(429, "RATE_LIMITED", "Too many requests; try again later", null, {
     "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))),
   });
-export const upstreamUnavailable = (message: string) =>
-  new ApiError(503, "UPSTREAM_UNAVAILABLE", message);
+/** 503: a dependency is out of reach; `retryAfterSeconds` asks the client to come back then. */
+export const upstreamUnavailable = (message: string, retryAfterSeconds?: number) =>
+  new ApiError(503, "UPSTREAM_UNAVAILABLE", message, null, retryAfterSeconds === undefined ? {} : { "retry-after": String(retryAfterSeconds) });
 
 export interface ErrorEnvelope {
   error: { code: string; message: string; requestId: string; details?: unknown };

@@ -23,7 +23,7 @@ export class RegistryClient {
 
   /** The platform with this slug, or null (IAM finishing an interrupted org setup). */
   async findPlatformBySlug(slug: string): Promise<PlatformRecord | null> {
-    const page = (await this.call("GET", `/platforms?slug=${encodeURIComponent(slug)}&limit=1`)) as unknown as { data: PlatformRecord[] };
+    const page = await this.call<{ data: PlatformRecord[] }>("GET", `/platforms?slug=${encodeURIComponent(slug)}&limit=1`);
     return page.data[0] ?? null;
   }
 
@@ -31,7 +31,7 @@ export class RegistryClient {
     return this.call("PATCH", `/platforms/${encodeURIComponent(platformId)}`, { status });
   }
 
-  private async call(method: string, path: string, body?: object): Promise<PlatformRecord> {
+  private async call<T = PlatformRecord>(method: string, path: string, body?: object): Promise<T> {
     let response: Response;
     try {
       response = await this.doFetch(`${this.baseUrl}${path}`, {
@@ -43,7 +43,7 @@ export class RegistryClient {
     } catch {
       throw upstreamUnavailable("The platform registry is unreachable");
     }
-    if (response.ok) return (await response.json()) as PlatformRecord;
+    if (response.ok) return (await response.json()) as T;
     const answer = (await response.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
     if (response.status === 409) throw conflict(answer?.error?.code ?? "CONFLICT", answer?.error?.message ?? "Conflict in the platform registry");
     if (response.status === 404) throw notFound(answer?.error?.message ?? "No such platform");
