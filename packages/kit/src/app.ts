@@ -3,6 +3,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
+import type { ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
@@ -93,24 +94,30 @@ export function createServiceApp(options: ServiceAppOptions) {
     },
   });
 
-  app.use(async (c, next) => {
+  // plain, not async: one promise fewer per request on the hot path (ADR 0005)
+  app.use((c, next) => {
     if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
     const incoming = c.req.header("x-request-id");
     const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     c.set("requestId", id);
-    // set before the handler so responses made with c.json() carry it without being rebuilt;
-    // a handler returning a foreign Response passes it through withRequestId()
-    c.header("x-request-id", id);
+    // set before the handler, on Node's response when there is one: every answer carries it, and
+    // the route's Response keeps its plain headers (a web Headers object per request costs on the
+    // hot path). In-process requests (tests) have no Node response; a handler returning a foreign
+    // Response there passes it through withRequestId()
+    const outgoing = nodeResponseOf(c);
+    if (outgoing) outgoing.setHeader("x-request-id", id);
+    else c.header("x-request-id", id);
     const started = performance.now();
-    await next();
-    const seconds = (performance.now() - started) / 1000;
-    const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
-    metrics.record(c.req.method, route, c.res.status, seconds);
-    // the path only: query strings can carry tokens (magic-link verify)
-    logger.info(
-      { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 10000) / 10 },
-      "request",
-    );
+    return next().then(() => {
+      const seconds = (performance.now() - started) / 1000;
+      const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
+      metrics.record(c.req.method, route, c.res.status, seconds);
+      // the path only: query strings can carry tokens (magic-link verify)
+      logger.info(
+        { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 10000) / 10 },
+        "request",
+      );
+    });
   });
 
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
@@ -227,6 +234,11 @@ export function loggableError(err: unknown): { name: string; message: string; st
   const cause = e?.cause instanceof Error ? withoutParams(e.cause.message) : undefined;
   const message = withoutParams(String(e?.message ?? err));
   return { name: e?.name ?? "Error", message, stack: e?.stack ? withoutParams(e.stack.split("\n    at ")[0]!) + e.stack.slice(e.stack.indexOf("\n    at ")) : undefined, cause };
+}
+
+/** Node's response under @hono/node-server (`c.env.outgoing`); none for in-process requests. */
+function nodeResponseOf(c: Context): ServerResponse | undefined {
+  return (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
 }
 
 /** Whether the request carries a body a route could read; GET, HEAD and OPTIONS bodies are never read. */

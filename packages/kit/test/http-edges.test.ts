@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createServiceApp, listen, silentLogger, type RunningServer } from "../src/index.js";
+import { createServiceApp, listen, silentLogger, withRequestId, type RunningServer } from "../src/index.js";
 
 /** Raw HTTP/1.1 requests, so the headers on the wire are exactly the ones written here. */
 function send(url: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
@@ -41,6 +41,49 @@ describe("requests without a body over real HTTP", () => {
     expect(r.status).toBe(413);
   });
 });
+
+describe("the request id over real HTTP", () => {
+  let server: RunningServer;
+  beforeAll(async () => {
+    const app = createServiceApp({ service: "t", title: "t", logger: silentLogger() });
+    app.get("/json", (c) => c.json({ ok: true }));
+    app.get("/own-headers", (c) => c.body("{}", 201, { "content-type": "application/json", "cache-control": "no-store" }));
+    app.get("/foreign", (c) => withRequestId(c, new Response("made elsewhere", { headers: { "content-type": "text/plain" } })));
+    app.get("/foreign-bare", () => new Response("made elsewhere"));
+    app.get("/stream", (c) => c.body(new ReadableStream({ start: (controller) => (controller.enqueue(new TextEncoder().encode("a")), controller.close()) })));
+    app.get("/fails", () => {
+      throw new Error("boom");
+    });
+    server = await listen(app, 0, "127.0.0.1");
+  });
+  afterAll(() => server.close());
+
+  // every answer carries exactly one x-request-id, the one the caller sent when it is sane
+  it.each(["/json", "/own-headers", "/foreign", "/foreign-bare", "/stream", "/fails", "/nowhere"])("%s", async (path) => {
+    const raw = await rawHeaders(`${server.url}${path}`, { "x-request-id": "trace-1" });
+    expect(raw.filter((h) => h.toLowerCase() === "x-request-id")).toHaveLength(1);
+    expect(raw[raw.findIndex((h) => h.toLowerCase() === "x-request-id") + 1]).toBe("trace-1");
+  });
+
+  it("makes one up when none is sent, the same in the header and in an error envelope", async () => {
+    const res = await fetch(`${server.url}/nowhere`);
+    const id = res.headers.get("x-request-id");
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(((await res.json()) as { error: { requestId: string } }).error.requestId).toBe(id);
+  });
+});
+
+/** The response's header names and values as they came over the wire, duplicates kept. */
+function rawHeaders(url: string, headers: Record<string, string>): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.rawHeaders));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
 
 describe("requests the HTTP parser refuses", () => {
   let server: RunningServer;
