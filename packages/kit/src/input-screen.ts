@@ -33,6 +33,16 @@ export function unkeepableText(value: string): string | null {
 // hono keeps promises in its body cache, though its type says values
 const cachedText = (c: Context) => c.req.bodyCache as { text?: Promise<string> };
 
+const SCREENED_TEXT = "core:screenedText";
+
+/**
+ * The JSON text of this request's body as the screen read it, or undefined when the request had no
+ * body (the kit screens every JSON body it does not leave to a library: `ownsBody`).
+ */
+export function screenedJsonText(c: Context): string | undefined {
+  return c.get(SCREENED_TEXT as never) as string | undefined;
+}
+
 type Where = "path" | "query" | "body";
 
 function refuse(where: Where, issues: FieldIssue[]): never {
@@ -86,6 +96,7 @@ export async function screenJsonBody(c: Context): Promise<void> {
     throw err;
   }
   cachedText(c).text = Promise.resolve(text);
+  c.set(SCREENED_TEXT as never, text as never);
   if (text.length === 0) return;
   const tooDeep = nestingBeyond(text, MAX_JSON_DEPTH);
   if (tooDeep) refuse("body", [{ path: "(body)", message: `JSON may nest at most ${MAX_JSON_DEPTH} levels deep`, code: "too_deep" }]);

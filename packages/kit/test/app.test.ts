@@ -7,6 +7,8 @@ import {
   jsonBody,
   jsonContent,
   listen,
+  readJsonBody,
+  ServiceMetrics,
   silentLogger,
   type HealthCheck,
   type RunningServer,
@@ -295,6 +297,76 @@ describe("/metrics", () => {
     expect(text).toContain("http_request_duration_seconds_bucket");
     expect(text).not.toContain("item-42");
     expect(text).not.toContain("/no/such/route");
+  });
+});
+
+describe("readJsonBody (the hot routes' body, read without waiting)", () => {
+  const hot = createServiceApp({ service: "t", title: "t", logger: silentLogger() });
+  const Input = z.object({ token: z.string().min(1) });
+  hot.post("/hot", (c) => c.json(readJsonBody(c, Input)));
+  const post = (body: string | undefined, headers: Record<string, string> = { "content-type": "application/json" }) =>
+    hot.request("/hot", { method: "POST", headers, body });
+
+  it("answers from the body the kit screened", async () => {
+    const res = await post(JSON.stringify({ token: "abc" }));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ token: "abc" });
+  });
+
+  it.each([
+    ["no body", undefined],
+    ["an empty body", ""],
+    ["malformed JSON", "{"],
+  ])("refuses %s with 400 BAD_REQUEST", async (_, body) => {
+    const res = await post(body);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+  });
+
+  it("refuses a body the schema does not take with 400 VALIDATION_ERROR naming the field", async () => {
+    const res = await post(JSON.stringify({ token: 42 }));
+    expect(res.status).toBe(400);
+    const { error } = (await res.json()) as { error: { code: string; details: { path: string }[] } };
+    expect(error.code).toBe("VALIDATION_ERROR");
+    expect(error.details.map((d) => d.path)).toEqual(["token"]);
+  });
+
+  it("never sees what the screen refuses: a NUL in a string is 400 before the route", async () => {
+    const res = await post('{"token":"a\\u0000b"}');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { details: { path: string }[] } }).error.details[0]!.path).toBe("token");
+  });
+});
+
+describe("ServiceMetrics", () => {
+  it("exposes counts by status and cumulative duration buckets with their sum and count", async () => {
+    const metrics = new ServiceMetrics("svc");
+    metrics.record("GET", "/items/:itemId", 200, 0.0004);
+    metrics.record("GET", "/items/:itemId", 200, 0.003);
+    metrics.record("GET", "/items/:itemId", 404, 0.005);
+    metrics.record("POST", "/items", 201, 7);
+    const text = await metrics.registry.metrics();
+    const line = (name: string, labels: string) => new RegExp(`^${name}\\{${labels}\\} (\\S+)$`, "m").exec(text)?.[1];
+    expect(text).toContain("# TYPE http_requests_total counter");
+    expect(text).toContain("# TYPE http_request_duration_seconds histogram");
+    expect(line("http_requests_total", 'method="GET",route="/items/:itemId",status="200",service="svc"')).toBe("2");
+    expect(line("http_requests_total", 'method="GET",route="/items/:itemId",status="404",service="svc"')).toBe("1");
+    expect(line("http_requests_total", 'method="POST",route="/items",status="201",service="svc"')).toBe("1");
+    const bucket = (le: string) => line("http_request_duration_seconds_bucket", `le="${le}",method="GET",route="/items/:itemId",service="svc"`);
+    // a value on a bound counts in that bucket (le: less than or equal)
+    expect([bucket("0.001"), bucket("0.0025"), bucket("0.005"), bucket("0.01"), bucket("2.5"), bucket("\\+Inf")]).toEqual(["1", "1", "3", "3", "3", "3"]);
+    expect(Number(line("http_request_duration_seconds_sum", 'method="GET",route="/items/:itemId",service="svc"'))).toBeCloseTo(0.0084, 10);
+    expect(line("http_request_duration_seconds_count", 'method="GET",route="/items/:itemId",service="svc"')).toBe("3");
+    expect(line("http_request_duration_seconds_bucket", 'le="2.5",method="POST",route="/items",service="svc"')).toBe("0");
+    expect(line("http_request_duration_seconds_bucket", 'le="\\+Inf",method="POST",route="/items",service="svc"')).toBe("1");
+    metrics.registry.resetMetrics();
+    expect(await metrics.registry.metrics()).not.toContain("route=");
+  });
+
+  it("keeps process metrics beside the request metrics when asked", async () => {
+    const text = await new ServiceMetrics("svc", { processMetrics: true }).registry.metrics();
+    expect(text).toContain("process_cpu_seconds_total");
+    expect(text).toContain("# TYPE http_requests_total counter");
   });
 });
 

@@ -48,10 +48,24 @@ export function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Ca
   // the pending answer is shared, so asking twice (route guard, then handler) resolves once
   let pending = c.get(CALLER as never) as Promise<Caller | null> | undefined;
   if (!pending) {
-    pending = resolveCaller(c, resolvers);
+    pending = resolveCaller(c, resolvers).then((caller) => {
+      c.set(SETTLED as never, caller as never);
+      return caller;
+    });
     c.set(CALLER as never, pending as never);
   }
   return pending;
+}
+
+const SETTLED = "core:settledCaller";
+
+/**
+ * The caller a route guard has already resolved (`callerOf`), without waiting: null for a request
+ * without a credential, undefined when nothing has resolved it yet. For hot routes whose guard
+ * runs before them (ADR 0005); a route that cannot be sure of its guard awaits `callerOf`.
+ */
+export function settledCallerOf(c: Context): Caller | null | undefined {
+  return c.get(SETTLED as never) as Caller | null | undefined;
 }
 
 const presentedBy = (c: Context): PresentedBy => ({ ip: clientIpOf(c), requestId: requestIdOf(c) });

@@ -86,14 +86,20 @@ export class PrincipalResolver {
     });
   }
 
-  async bySessionToken(token: string): Promise<Principal | null> {
-    const now = this.clock.now();
+  /**
+   * The cached answer for a session token, without waiting: the principal, null for a token known to
+   * be invalid, undefined when nothing is cached (ask `bySessionToken`).
+   */
+  cachedSessionToken(token: string): Principal | null | undefined {
     const hit = this.principals.get(token);
-    if (hit !== undefined) {
-      // a cached session may have expired since it was cached
-      if (hit?.expiresAt && Date.parse(hit.expiresAt) <= now.getTime()) return null;
-      return hit;
-    }
+    // a cached session may have expired since it was cached
+    if (hit?.expiresAt && Date.parse(hit.expiresAt) <= this.clock.now().getTime()) return null;
+    return hit;
+  }
+
+  async bySessionToken(token: string): Promise<Principal | null> {
+    const hit = this.cachedSessionToken(token);
+    if (hit !== undefined) return hit;
     const row = await this.sessions.load(token);
     const principal = row
       ? this.build({
