@@ -3,6 +3,7 @@ import { ApiError, rateLimited, systemClock, upstreamUnavailable, type Clock } f
 import { PrincipalSchema, type Principal } from "./principal.js";
 import type { CredentialResolvers } from "./credentials.js";
 import { TtlCache } from "./ttl-cache.js";
+import { readAgainOnReset } from "./read-again.js";
 import type { ServiceTokenSource } from "./service-token-client.js";
 
 /**
@@ -45,12 +46,11 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   const apiKeys = new TtlCache<Principal | null>(10_000, now);
 
   async function askIam(path: string, body: object, requestId?: string): Promise<Principal | null> {
-    let response: Response | undefined;
-    // a kept-alive connection IAM closed as it was reused fails at once: that is no outage, and the
-    // check is a read, so it is asked once more on a new connection; a timeout is not asked again
-    for (let attempt = 1; !response; attempt++) {
-      try {
-        response = await doFetch(`${iamUrl}${path}`, {
+    let response: Response;
+    try {
+      // the check is a read: a connection IAM closed as it was reused is asked again
+      response = await readAgainOnReset(async () =>
+        doFetch(`${iamUrl}${path}`, {
           method: "POST",
           headers: {
             "content-type": "application/json",
@@ -60,11 +60,10 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
           },
           body: JSON.stringify(body),
           signal: AbortSignal.timeout(5_000),
-        });
-      } catch (err) {
-        const timedOut = (err as Error)?.name === "TimeoutError" || (err as Error)?.name === "AbortError";
-        if (attempt >= 2 || timedOut) throw upstreamUnavailable("IAM is unreachable");
-      }
+        }),
+      );
+    } catch {
+      throw upstreamUnavailable("IAM is unreachable");
     }
     // IAM limits wrong API keys per calling service and client address: the client is over its limit
     if (response.status === 429) throw rateLimited(Number(response.headers.get("retry-after")) || 60);

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { badRequest, forbidden, notFound, upstreamUnavailable } from "@core/kit";
-import { activeOrganizationHint, holds, isOperator, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
+import { activeOrganizationHint, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
 
 /** Who a billing request acts as, and on which platform (DESIGN §6.3, §6.7). */
 export interface PlatformScope {
@@ -23,10 +23,12 @@ export class PlatformDirectory {
     if (hit !== undefined) return hit;
     let response: Response;
     try {
-      response = await this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
-        headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
-        signal: AbortSignal.timeout(5_000),
-      });
+      response = await readAgainOnReset(async () =>
+        this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
+          headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+          signal: AbortSignal.timeout(5_000),
+        }),
+      );
     } catch {
       throw upstreamUnavailable("The platform registry is unreachable");
     }

@@ -43,3 +43,56 @@ describe("platform lookups of one batch", () => {
     expect(known.size).toBe(200);
   });
 });
+
+/**
+ * The registry closing a kept-alive connection just as it is reused fails the request at once: the
+ * lookup is a read, so it is asked once more; a registry that does not answer in time is not.
+ */
+describe("a platform lookup whose connection is reset", () => {
+  let server: Server;
+  let url: string;
+  let requests = 0;
+  let resetNext = 0;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      requests++;
+      if (resetNext > 0) {
+        resetNext--;
+        req.socket.destroy();
+        return;
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((done) => server.close(() => done())));
+
+  const directory = () => new PlatformDirectory(url, { tokenFor: async () => "service-token" });
+
+  it("is asked again once and answers", async () => {
+    requests = 0;
+    resetNext = 1;
+    expect(await directory().exists("plt_a")).toBe(true);
+    expect(requests).toBe(2);
+  });
+
+  it("answers 503 when the second try fails too, after exactly two tries", async () => {
+    requests = 0;
+    resetNext = 2;
+    await expect(directory().exists("plt_b")).rejects.toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
+    expect(requests).toBe(2);
+  });
+
+  it("is not asked again after a timeout", async () => {
+    let calls = 0;
+    const timingOut = (async () => {
+      calls++;
+      throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    }) as unknown as typeof fetch;
+    const slow = new PlatformDirectory(url, { tokenFor: async () => "service-token" }, timingOut);
+    await expect(slow.exists("plt_c")).rejects.toMatchObject({ status: 503 });
+    expect(calls).toBe(1);
+  });
+});
