@@ -1,5 +1,5 @@
 import { ApiError, conflict, notFound, upstreamUnavailable } from "@core/kit";
-import type { ServiceTokenSource } from "@core/service-auth";
+import { readAgainOnReset, type ServiceTokenSource } from "@core/service-auth";
 
 export interface PlatformRecord {
   id: string;
@@ -32,14 +32,17 @@ export class RegistryClient {
   }
 
   private async call<T = PlatformRecord>(method: string, path: string, body?: object): Promise<T> {
-    let response: Response;
-    try {
-      response = await this.doFetch(`${this.baseUrl}${path}`, {
+    const ask = async () =>
+      this.doFetch(`${this.baseUrl}${path}`, {
         method,
         headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
         ...(body ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.timeout(10_000),
       });
+    let response: Response;
+    try {
+      // a read is asked again when its connection is reset; a write is not (org set-up recovers it)
+      response = await (method === "GET" ? readAgainOnReset(ask) : ask());
     } catch {
       throw upstreamUnavailable("The platform registry is unreachable");
     }
