@@ -19,5 +19,6 @@ export default defineConfig({
     // PGlite instances are heavy; two workers match the machine's two cores
     maxWorkers: 2,
     env: { NODE_ENV: "test" },
+    setupFiles: [at("./test/support/setup-warnings.ts")],
   },
 });

@@ -26,14 +26,14 @@ interface OrgPermissions {
 async function load(db: Db, orgId: string): Promise<OrgPermissions | null> {
   const [org] = await db.select({ orgType: organization.orgType }).from(organization).where(eq(organization.id, orgId));
   if (!org) return null;
-  const [members, overrides, orgGrants] = await Promise.all([
-    db.select({ userId: member.userId, role: member.role }).from(member).where(eq(member.organizationId, orgId)),
-    db.select({ role: roleMappings.role, permissions: roleMappings.permissions }).from(roleMappings).where(eq(roleMappings.orgId, orgId)),
-    db
-      .select({ id: grants.id, userId: grants.userId, permission: grants.permission, granted: grants.granted, expiresAt: grants.expiresAt })
-      .from(grants)
-      .where(eq(grants.orgId, orgId)),
-  ]);
+  // one after another: inside a transaction they share one connection, which runs one query at a
+  // time (node-postgres queues the rest and warns that it will stop doing so)
+  const members = await db.select({ userId: member.userId, role: member.role }).from(member).where(eq(member.organizationId, orgId));
+  const overrides = await db.select({ role: roleMappings.role, permissions: roleMappings.permissions }).from(roleMappings).where(eq(roleMappings.orgId, orgId));
+  const orgGrants = await db
+    .select({ id: grants.id, userId: grants.userId, permission: grants.permission, granted: grants.granted, expiresAt: grants.expiresAt })
+    .from(grants)
+    .where(eq(grants.orgId, orgId));
   return {
     orgType: org.orgType,
     members: members.map((m) => ({ userId: m.userId, roles: rolesOf(m.role) })),
