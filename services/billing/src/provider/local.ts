@@ -121,7 +121,8 @@ export class LocalProvider implements PaymentProvider {
 
   async createSetupIntent(customerId: string): Promise<SetupIntentView> {
     const id = newId("seti");
-    const clientSecret = `${id}_secret_${randomBytes(16).toString("base64url")}`;
+    // letters and digits only, like the provider it stands in for (base64url could begin with "-")
+    const clientSecret = `${id}_secret_${randomBytes(16).toString("hex")}`;
     await this.db.insert(setupIntents).values({ id, customerId, clientSecret, status: "requires_payment_method", createdAt: this.clock.now() });
     return { id, clientSecret, status: "requires_payment_method", customerId };
   }
