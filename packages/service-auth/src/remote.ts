@@ -107,6 +107,11 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
     // a wrong key counts against its client's address, so only one client's requests share a question
     apiKey: (key, by) => cached(apiKeys, `apiKey:${by?.ip ?? ""}`, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by?.requestId)),
     serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
+    known: {
+      session: (token) => sessions.get(token) ?? undefined,
+      // service tokens are checked against the key set on every call here
+      serviceToken: () => undefined,
+    },
   };
 }
 

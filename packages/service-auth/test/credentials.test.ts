@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServiceApp, silentLogger } from "@core/kit";
 import {
   callerOf,
+  settledCallerOf,
   MAX_CREDENTIAL_LENGTH,
   remoteResolvers,
   requireCaller,
@@ -139,5 +140,63 @@ describe("credential middleware", () => {
     });
     await local.request("/twice", { headers: { authorization: "Bearer t" } });
     expect(lookups).toBe(1);
+  });
+});
+
+describe("credentials known already (ADR 0005)", () => {
+  const asked: string[] = [];
+  const knowing: CredentialResolvers = {
+    session: async (token) => (asked.push(`session:${token}`), token === "known-session" || token === "unknown-valid" ? member : null),
+    apiKey: async (key) => (asked.push(`apiKey:${key}`), keyHolder),
+    serviceToken: async (jwt) => (asked.push(`serviceToken:${jwt.slice(0, 8)}`), { serviceId: "billing" }),
+    known: {
+      session: (token) => (token === "known-session" ? member : undefined),
+      serviceToken: (jwt) => (jwt === KNOWN_JWT ? "billing" : undefined),
+    },
+  };
+  const KNOWN_JWT = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJiaWxsaW5nIn0.c2ln";
+  const local = createServiceApp({ service: SERVICE, title: "t", logger: silentLogger() });
+  // what the route sees right after asking, before any wait
+  local.get("/settled-at-once", (c) => {
+    const pending = callerOf(c, knowing);
+    const settled = settledCallerOf(c);
+    return pending.then((caller) => c.json({ settled: settled ?? "not yet", caller }));
+  });
+  const ask = async (headers: Record<string, string>) => {
+    asked.length = 0;
+    const res = await local.request("/settled-at-once", { headers });
+    return (await res.json()) as { settled: unknown; caller: unknown };
+  };
+
+  it("settles a known session at once, without asking", async () => {
+    const answer = await ask({ authorization: "Bearer known-session" });
+    expect(answer.settled).toEqual({ kind: "principal", principal: member });
+    expect(answer.caller).toEqual(answer.settled);
+    expect(asked).toEqual([]);
+  });
+
+  it("settles a known service token at once, without asking", async () => {
+    const answer = await ask({ authorization: `Bearer ${KNOWN_JWT}` });
+    expect(answer.settled).toEqual({ kind: "service", serviceId: "billing" });
+    expect(asked).toEqual([]);
+  });
+
+  it("asks about a credential it does not know, and only then settles it", async () => {
+    const answer = await ask({ authorization: "Bearer unknown-valid" });
+    expect(answer.settled).toBe("not yet");
+    expect(answer.caller).toEqual({ kind: "principal", principal: member });
+    expect(asked).toEqual(["session:unknown-valid"]);
+  });
+
+  it("always asks about an API key, even beside a known bearer (IAM counts keys per client)", async () => {
+    const answer = await ask({ authorization: "Bearer known-session", "x-api-key": "some-key" });
+    expect(answer.settled).toBe("not yet");
+    expect(answer.caller).toEqual({ kind: "principal", principal: keyHolder });
+    expect(asked).toEqual(["apiKey:some-key"]);
+  });
+
+  it("still refuses a credential it knows nothing of and IAM refuses: 401", async () => {
+    const res = await local.request("/settled-at-once", { headers: { authorization: "Bearer wrong" } });
+    expect(res.status).toBe(401);
   });
 });

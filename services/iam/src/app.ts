@@ -114,6 +114,10 @@ export function createApp(deps: IamDeps) {
       return null;
     },
     serviceToken: (jwt) => serviceTokens.verify(jwt),
+    known: {
+      session: (token) => principals.cachedSessionToken(token) ?? undefined,
+      serviceToken: (jwt) => serviceTokens.known(jwt),
+    },
   };
   const ctx: IamContext = {
     db,
