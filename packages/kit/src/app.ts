@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { ServiceMetrics } from "./metrics.js";
@@ -104,7 +104,7 @@ export function createServiceApp(options: ServiceAppOptions) {
     // the route's Response keeps its plain headers (a web Headers object per request costs on the
     // hot path). In-process requests (tests) have no Node response; a handler returning a foreign
     // Response there passes it through withRequestId()
-    const outgoing = nodeResponseOf(c);
+    const outgoing = nodeOf(c)?.outgoing;
     if (outgoing) outgoing.setHeader("x-request-id", id);
     else c.header("x-request-id", id);
     const started = performance.now();
@@ -236,9 +236,12 @@ export function loggableError(err: unknown): { name: string; message: string; st
   return { name: e?.name ?? "Error", message, stack: e?.stack ? withoutParams(e.stack.split("\n    at ")[0]!) + e.stack.slice(e.stack.indexOf("\n    at ")) : undefined, cause };
 }
 
-/** Node's response under @hono/node-server (`c.env.outgoing`); none for in-process requests. */
-function nodeResponseOf(c: Context): ServerResponse | undefined {
-  return (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+type NodeBindings = { incoming: IncomingMessage; outgoing: ServerResponse };
+
+/** Node's request and response under @hono/node-server (`c.env`); none for in-process requests. */
+function nodeOf(c: Context): NodeBindings | undefined {
+  const env = c.env as Partial<NodeBindings> | undefined;
+  return env?.incoming && env.outgoing ? (env as NodeBindings) : undefined;
 }
 
 /** Whether the request carries a body a route could read; GET, HEAD and OPTIONS bodies are never read. */
@@ -247,7 +250,7 @@ function hasBody(c: Context, length: string | undefined): boolean {
   if (length !== undefined) return Number(length) > 0;
   // over HTTP/1.1 a request without Content-Length has a body only when it is chunked
   // (RFC 9112 §6.3); in-process requests (tests) carry no such headers, so ask the Request
-  if ((c.env as { incoming?: unknown } | undefined)?.incoming) return c.req.header("transfer-encoding") !== undefined;
+  if (nodeOf(c)) return c.req.header("transfer-encoding") !== undefined;
   return c.req.raw.body !== null;
 }
 

@@ -13,7 +13,7 @@ export async function readAgainOnReset(ask: () => Promise<Response>): Promise<Re
   }
 }
 
-export function isTimeout(err: unknown): boolean {
+function isTimeout(err: unknown): boolean {
   const name = (err as Error | undefined)?.name;
   return name === "TimeoutError" || name === "AbortError";
 }
