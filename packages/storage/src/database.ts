@@ -75,8 +75,11 @@ async function openPglite(dir: string | undefined, release: () => Promise<void>)
 
 async function openPostgres(url: string, max: number): Promise<DatabaseHandle> {
   const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
-  // an idle client that loses its server must not crash the process; the next query reports it
+  // A client that loses its server must not crash the process. The pool listens on its idle
+  // clients; a lent one (a transaction's) gets no listener from the pool, and node-postgres throws
+  // its "error" when the server ends it. Its queries fail anyway and the pool drops it on release.
   pool.on("error", () => {});
+  pool.on("connect", (client) => client.on("error", () => {}));
   const db = drizzlePg({ client: pool }) as unknown as Db;
   await db.execute(sql`select 1`);
   let closed = false;
