@@ -88,6 +88,8 @@ if (process.env.BENCH_ROLE === "resources") {
   const database = await openDatabase({ url: process.env.BENCH_DATABASE_URL });
   const resources = await startResources(database.db, process.env.BENCH_IAM_URL!, Number(process.env.BENCH_REGISTRY_PORT));
   process.send!({ guardedUrl: resources.guardedUrl });
+  // the parent failed or was stopped: do not outlive it holding its terminal open
+  process.once("disconnect", () => process.exit(1));
   process.once("message", async () => {
     await resources.close();
     await database.close();
@@ -142,6 +144,7 @@ const signUp = await fetch(`${iamUrl}/api/auth/sign-up/email`, {
   headers: { "content-type": "application/json", origin: iamUrl },
   body: JSON.stringify({ email: "bench@example.com", password: "correct-horse-battery", name: "Bench" }),
 });
+if (signUp.status !== 200) throw new Error(`sign-up failed: ${signUp.status} ${await signUp.text()} (the benchmark wants an empty database)`);
 const { token, user } = (await signUp.json()) as { token: string; user: { id: string } };
 // an organization with a platform, so the registry route has something to answer
 const setup = await fetch(`${iamUrl}/api/core/org-setup`, {
