@@ -85,16 +85,23 @@ function pathParameterAt(c: Context, path: string): string {
  * be kept. The route's own validator and `c.req.json()` read the cached text; a library handed the
  * raw request gets it rebuilt from that text (`rawRequestOf`).
  */
-export async function screenJsonBody(c: Context): Promise<void> {
-  let text: string;
+export function screenJsonBody(c: Context): Promise<void> {
+  // a then, not an async function: one step fewer on the hot path (ADR 0005)
+  return c.req.raw.arrayBuffer().then((buffer) => screenJsonText(c, strictUtf8Text(buffer)));
+}
+
+function strictUtf8Text(buffer: ArrayBuffer): string {
   try {
-    text = strictUtf8.decode(await c.req.raw.arrayBuffer());
+    return strictUtf8.decode(buffer);
   } catch (err) {
     if (err instanceof TypeError && /encoded data was not valid/i.test(err.message)) {
       throw new ApiError(400, "BAD_REQUEST", "The request body is not valid UTF-8");
     }
     throw err;
   }
+}
+
+function screenJsonText(c: Context, text: string): void {
   cachedText(c).text = Promise.resolve(text);
   c.set(SCREENED_TEXT as never, text as never);
   if (text.length === 0) return;

@@ -108,6 +108,18 @@ export async function requireServiceCaller(c: Context, resolvers: CredentialReso
 }
 
 /**
+ * `requireServiceCaller` as a route guard: settled at once, without a promise, when the credential
+ * is known already (ADR 0005: the hot routes), else a promise of the same check.
+ */
+export function guardServiceCaller(c: Context, resolvers: CredentialResolvers): Promise<unknown> | undefined {
+  const pending = callerOf(c, resolvers);
+  const settled = settledCallerOf(c);
+  if (settled === undefined) return pending.then(asServiceCaller);
+  asServiceCaller(settled);
+  return undefined;
+}
+
+/**
  * The service caller the route's guard has already settled, without waiting (ADR 0005: the hot
  * routes); 401 like `requireServiceCaller` when it is not one, or when no guard has run.
  */

@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
 import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
-import { basicChallenge, requireCaller, requireServiceCaller, requireSession } from "./access.js";
+import { basicChallenge, guardServiceCaller, requireCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { AuditLog } from "./audit.js";
@@ -154,11 +154,11 @@ export function createApp(deps: IamDeps) {
 
   // who is calling is settled before any input is validated (no credential is 401, never 400);
   // each route still decides what the caller may do
-  const guards: [RegExp, (c: Context) => Promise<unknown>][] = [
+  const guards: [RegExp, (c: Context) => Promise<unknown> | undefined][] = [
     [/^\/oauth\/device\/(authorize|deny)$/, (c) => requireSession(c, ctx.session)],
     [/^\/api\/v1\/cli\//, (c) => requireCliPrincipal(c, ctx)],
     [/^\/api\/core\/org-setup$/, (c) => requireSession(c, { ...ctx.session, cookieOnly: true })],
-    [/^\/api\/(validate-session|core\/apikey\/validate)$/, (c) => requireServiceCaller(c, credentials)],
+    [/^\/api\/(validate-session|core\/apikey\/validate)$/, (c) => guardServiceCaller(c, credentials)],
     [/^\/api\/core\/service-token$/, async (c) => {
       if (!/^Basic\s/i.test(c.req.header("authorization") ?? "")) throw basicChallenge();
     }],
@@ -166,8 +166,9 @@ export function createApp(deps: IamDeps) {
     [/^\/(api\/core|internal)\//, (c) => requireCaller(c, credentials, ctx.session)],
   ];
   app.use((c, next) => {
-    const guard = guards.find(([pattern]) => pattern.test(c.req.path));
-    return guard ? guard[1](c).then(() => next()) : next();
+    // a guard settled at once (a known credential) returns nothing to wait for
+    const pending = guards.find(([pattern]) => pattern.test(c.req.path))?.[1](c);
+    return pending ? pending.then(() => next()) : next();
   });
 
   sessionRoutes(app, ctx);
