@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ApiError,
+  createLogger,
   createServiceApp,
   errorResponses,
   jsonBody,
@@ -297,6 +298,85 @@ describe("/metrics", () => {
     expect(text).toContain("http_request_duration_seconds_bucket");
     expect(text).not.toContain("item-42");
     expect(text).not.toContain("/no/such/route");
+  });
+});
+
+describe("the service's guard (one middleware with the screen, ADR 0005)", () => {
+  /** A service whose guard lets "let-me-in" through at once, "later" after a wait, and refuses the rest. */
+  function guarded() {
+    const lines: string[] = [];
+    const ran: string[] = [];
+    const app = createServiceApp({
+      service: "guarded",
+      title: "t",
+      logger: createLogger("guarded", "info", { write: (line: string) => void lines.push(line) }),
+      maxBodyBytes: LIMIT,
+      guard: (c) => {
+        const who = c.req.header("authorization");
+        ran.push(`guard ${c.req.path}`);
+        if (who === "let-me-in") return undefined;
+        if (who === "later") return new Promise((resolve) => setTimeout(resolve, 5));
+        if (who === "later-no") return Promise.reject(new ApiError(403, "FORBIDDEN", "Not you, after all"));
+        if (who === "broken") throw new Error("guard bug, with a secret: s3cret");
+        throw new ApiError(401, "UNAUTHENTICATED", "Who are you?");
+      },
+    });
+    app.post("/things", async (c) => {
+      ran.push("route");
+      return c.json(await c.req.json(), 201);
+    });
+    const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "request");
+    return { app, ran, records };
+  }
+  const send = (app: ReturnType<typeof guarded>["app"], authorization: string, body = '{"a":1}', headers: Record<string, string> = {}) =>
+    app.request("/things", { method: "POST", headers: { "content-type": "application/json", authorization, ...headers }, body });
+
+  it("lets the route run when the guard settles at once, and when it settles after a wait", async () => {
+    const { app, ran } = guarded();
+    expect(await (await send(app, "let-me-in")).json()).toEqual({ a: 1 });
+    expect(await (await send(app, "later")).json()).toEqual({ a: 1 });
+    expect(ran).toEqual(["guard /things", "route", "guard /things", "route"]);
+  });
+
+  it("answers a refusal thrown at once, or a rejection after a wait, in the envelope, without running the route", async () => {
+    const { app, ran } = guarded();
+    const at = await send(app, "nobody");
+    expect(at.status).toBe(401);
+    expect(await at.json()).toEqual({ error: { code: "UNAUTHENTICATED", message: "Who are you?", requestId: at.headers.get("x-request-id"), details: null } });
+    const after = await send(app, "later-no");
+    expect(after.status).toBe(403);
+    expect((await after.json()).error).toMatchObject({ code: "FORBIDDEN", message: "Not you, after all" });
+    expect(ran).toEqual(["guard /things", "guard /things"]);
+  });
+
+  it("answers a guard's own bug with 500 INTERNAL, leaking nothing", async () => {
+    const { app } = guarded();
+    const res = await send(app, "broken");
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(JSON.parse(text).error.code).toBe("INTERNAL");
+    expect(text).not.toContain("s3cret");
+  });
+
+  it("screens the input before the guard runs: a NUL in the body or a wrong media type never reaches it", async () => {
+    const { app, ran } = guarded();
+    expect((await send(app, "let-me-in", '{"a":"x\\u0000"}')).status).toBe(400);
+    expect((await send(app, "let-me-in", "a=1", { "content-type": "text/plain" })).status).toBe(415);
+    expect(ran).toEqual([]);
+  });
+
+  it("counts and logs every request once with the status it got, refusals by the screen or the guard included", async () => {
+    const { app, records } = guarded();
+    await send(app, "let-me-in");
+    await send(app, "nobody");
+    await send(app, "later-no");
+    await send(app, "let-me-in", "x".repeat(LIMIT + 1));
+    await send(app, "let-me-in", "a=1", { "content-type": "text/plain" });
+    expect(records().map((r) => r.status)).toEqual([201, 401, 403, 413, 415]);
+    const text = await (await app.request("/metrics", { headers: { authorization: "let-me-in" } })).text();
+    for (const status of [201, 401, 403, 413, 415]) {
+      expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*method="POST")(?=[^}]*status="${status}")[^}]*\\} 1\n`));
+    }
   });
 });
 

@@ -139,19 +139,6 @@ export function createApp(deps: IamDeps) {
     session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
   };
 
-  const app = createServiceApp({
-    service: "iam",
-    title: "Core IAM",
-    description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
-    logger,
-    healthChecks: deps.healthChecks ?? [],
-    // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
-    // spec §2.3: the whoami route's errors carry no details
-    omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
-    extendDescription: authLibraryDescription(auth),
-    ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
-  });
-
   // who is calling is settled before any input is validated (no credential is 401, never 400);
   // each route still decides what the caller may do
   const guards: [RegExp, (c: Context) => Promise<unknown> | undefined][] = [
@@ -165,10 +152,20 @@ export function createApp(deps: IamDeps) {
     [/^\/api\/(core\/session|core\/bootstrap|sessions|audit\/|auth\/profile$)/, (c) => requireSession(c, ctx.session)],
     [/^\/(api\/core|internal)\//, (c) => requireCaller(c, credentials, ctx.session)],
   ];
-  app.use((c, next) => {
+
+  const app = createServiceApp({
+    service: "iam",
+    title: "Core IAM",
+    description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
+    logger,
+    healthChecks: deps.healthChecks ?? [],
+    // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
+    // spec §2.3: the whoami route's errors carry no details
+    omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
+    extendDescription: authLibraryDescription(auth),
+    ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
     // a guard settled at once (a known credential) returns nothing to wait for
-    const pending = guards.find(([pattern]) => pattern.test(c.req.path))?.[1](c);
-    return pending ? pending.then(() => next()) : next();
+    guard: (c) => guards.find(([pattern]) => pattern.test(c.req.path))?.[1](c),
   });
 
   sessionRoutes(app, ctx);
