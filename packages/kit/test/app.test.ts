@@ -345,7 +345,7 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
     expect(await at.json()).toEqual({ error: { code: "UNAUTHENTICATED", message: "Who are you?", requestId: at.headers.get("x-request-id"), details: null } });
     const after = await send(app, "later-no");
     expect(after.status).toBe(403);
-    expect((await after.json()).error).toMatchObject({ code: "FORBIDDEN", message: "Not you, after all" });
+    expect(((await after.json()) as { error: unknown }).error).toMatchObject({ code: "FORBIDDEN", message: "Not you, after all" });
     expect(ran).toEqual(["guard /things", "guard /things"]);
   });
 
