@@ -15,5 +15,5 @@ process.once("message", async (run) => {
     duration: run.seconds,
     ...(bodies ? { requests: [{ setupRequest: (request) => ({ ...request, body: bodies[next++ % bodies.length] }) }] } : {}),
   });
-  process.send({ rate: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx }, () => process.exit(0));
+  process.send({ rate: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx }, () => process.exit(0));
 });
