@@ -159,10 +159,10 @@ export function createApp(deps: IamDeps) {
     description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
     logger,
     healthChecks: deps.healthChecks ?? [],
-    // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
     // spec §2.3: the whoami route's errors carry no details
     omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
     extendDescription: authLibraryDescription(auth),
+    // the auth library, the OAuth endpoints (forms, RFC 6749) and the pages' forms read their own bodies
     ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
     // a guard settled at once (a known credential) returns nothing to wait for
     guard: (c) => guards.find(([pattern]) => pattern.test(c.req.path))?.[1](c),
