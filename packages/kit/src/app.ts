@@ -10,6 +10,7 @@ import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
+import { isJsonMediaType, type HotRoute, type HotRoutes } from "./hot-routes.js";
 
 export interface KitVariables {
   requestId: string;
@@ -53,7 +54,9 @@ export interface ServiceAppOptions {
 export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
+
+/** The id of a request: the caller's `x-request-id` when it is sane, else a new one. */
+const requestIdFor = (incoming: string | undefined) => (incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID());
 const FORM_MEDIA = /^(application\/x-www-form-urlencoded|multipart\/form-data)$/i;
 
 /** The health answer of spec §2.4. */
@@ -123,13 +126,13 @@ export function createServiceApp(options: ServiceAppOptions) {
     // a declared length is checked without touching the body; hono's limiter wraps the stream,
     // which costs a full Request per call, so it only guards bodies of unknown length
     if (length !== undefined && Number(length) > maxBodyBytes) throw tooLarge();
-    const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim();
-    const json = JSON_MEDIA.test(type);
+    const type = c.req.header("content-type");
+    const json = isJsonMediaType(type);
     if (!json && !ownsBody(c.req.path)) {
       throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
     }
     // every body a route or library will read is screened first (DESIGN §3: bad input loses nothing)
-    const screen = json ? screenJsonBody : FORM_MEDIA.test(type) ? screenFormBody : null;
+    const screen = json ? screenJsonBody : FORM_MEDIA.test((type ?? "").split(";")[0]!.trim()) ? screenFormBody : null;
     const screened = screen ? () => screen(c).then(guarded) : guarded;
     return length === undefined ? (streamingLimit(c, screened) as Promise<unknown>) : screened();
   };
@@ -140,8 +143,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   // throws, hono hands to the error handler below as usual.
   app.use((c, next) => {
     if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
-    const incoming = c.req.header("x-request-id");
-    const id = incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const id = requestIdFor(c.req.header("x-request-id"));
     c.set("requestId", id);
     // set before the handler, on Node's response when there is one: every answer carries it, and
     // the route's Response keeps its plain headers (a web Headers object per request costs on the
@@ -166,13 +168,19 @@ export function createServiceApp(options: ServiceAppOptions) {
     );
   });
 
-  const record = (c: Context, id: string, started: number) => {
+  const record = (c: Context, id: string, started: number) =>
+    count(c.req.method, c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)", c.req.path, c.res.status, id, started);
+
+  const count = (method: string, route: string, path: string, status: number, id: string, started: number) => {
     const seconds = (performance.now() - started) / 1000;
-    const route = c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)";
-    metrics.record(c.req.method, route, c.res.status, seconds);
+    metrics.record(method, route, status, seconds);
     // the path only: query strings can carry tokens (magic-link verify)
-    logger.info({ requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 10000) / 10 }, "request");
+    logger.info({ requestId: id, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
   };
+
+  // routes answered from memory before Hono, when served by listen() (ADR 0005)
+  const hotRoutes: HotRoutes = { routes: new Map<string, HotRoute>(), requestIdFor, record: count };
+  const hot = (route: HotRoute) => void (hotRoutes.routes as Map<string, HotRoute>).set(route.path, route);
 
   function handleError(err: unknown, c: Context): Response {
     if (err instanceof ApiError) return errorResponse(c, err);
@@ -253,7 +261,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/openapi.json", async (c) => c.json(await openApiDocument()));
   app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
-  return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails });
+  return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails, hot, hotRoutes });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;

@@ -11,4 +11,5 @@ export * from "./server.js";
 export * from "./config.js";
 export * from "./service.js";
 export * from "./input-screen.js";
+export * from "./hot-routes.js";
 export * from "./mailer.js";

@@ -42,7 +42,11 @@ const JWT_SHAPE = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** The bearer token of a request, if any. */
 export function bearerToken(c: Context): string | null {
-  const header = c.req.header("authorization");
+  return bearerOf(c.req.header("authorization"));
+}
+
+/** The bearer token of an `Authorization` header, if any. */
+export function bearerOf(header: string | undefined): string | null {
   if (!header) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match?.[1] ?? null;
@@ -70,10 +74,18 @@ export function callerOf(c: Context, resolvers: CredentialResolvers): Promise<Ca
   return pending;
 }
 
-/** The caller when its bearer credential is known valid already; API keys are always asked (IAM counts them per client). */
 function knownCaller(c: Context, resolvers: CredentialResolvers): Caller | undefined {
-  if (!resolvers.known || c.req.header("x-api-key")) return undefined;
-  const token = bearerToken(c);
+  return knownCallerOf(c.req.header("authorization"), c.req.header("x-api-key"), resolvers);
+}
+
+/**
+ * The caller when its bearer credential is known valid already, from the request's `Authorization`
+ * and `x-api-key` headers; undefined when it must be asked. API keys are always asked (IAM counts
+ * them per client).
+ */
+export function knownCallerOf(authorization: string | undefined, apiKey: string | undefined, resolvers: CredentialResolvers): Caller | undefined {
+  if (!resolvers.known || apiKey) return undefined;
+  const token = bearerOf(authorization);
   if (!token) return undefined;
   if (JWT_SHAPE.test(token)) {
     const serviceId = resolvers.known.serviceToken(token);

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
 import type { Context } from "hono";
 import { errorResponses, jsonBody, jsonContent, notFound, readJsonBody, security, unauthenticated, type ServiceApp } from "@core/kit";
-import { MAX_CREDENTIAL_LENGTH, PrincipalSchema, type Principal } from "@core/service-auth";
+import { knownCallerOf, MAX_CREDENTIAL_LENGTH, PrincipalSchema, type Principal } from "@core/service-auth";
 import { actorOf, requireSession, settledServiceCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { session, user } from "../db/schema.js";
@@ -12,6 +12,14 @@ const ValidateInput = z.object({ token: z.string().min(1).max(MAX_CREDENTIAL_LEN
 const ValidateAnswer = z
   .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
   .openapi("ValidateSessionAnswer");
+
+/**
+ * `{"token":"…"}` and nothing else, in JSON's own whitespace, the token without escapes or control
+ * characters and within ValidateInput's length: a body JSON.parse and ValidateInput read as exactly
+ * that token. Any other body, even one they would accept, takes the full path.
+ */
+const PLAIN_BODY = new RegExp(`^[ \\t\\n\\r]*\\{[ \\t\\n\\r]*"token"[ \\t\\n\\r]*:[ \\t\\n\\r]*"([^"\\\\\\u0000-\\u001f]{1,${MAX_CREDENTIAL_LENGTH}})"[ \\t\\n\\r]*\\}[ \\t\\n\\r]*$`);
+const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(", ") : value);
 
 const SessionItem = z
   .object({
@@ -41,11 +49,12 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
   // every request its user makes (ADR 0005); the principal object lives as long as its cache entry
   const answers = new WeakMap<object, string>();
   const INVALID = JSON.stringify({ valid: false });
-  const answer = (c: Context, principal: Principal | null): Response => {
+  const answerText = (principal: Principal | null): string => {
     let body = principal ? answers.get(principal) : INVALID;
     if (body === undefined) answers.set(principal!, (body = JSON.stringify({ valid: true, principal })));
-    return c.body(body, 200, { "content-type": "application/json" });
+    return body;
   };
+  const answer = (c: Context, principal: Principal | null): Response => c.body(answerText(principal), 200, { "content-type": "application/json" });
   // a cached token is answered without a single wait: the guard has settled the caller, the kit has
   // read the body, and the principal is in memory (ADR 0005)
   app.post(validateSession.path, (c): Response | Promise<Response> => {
@@ -54,6 +63,18 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     const cached = ctx.principals.cachedSessionToken(token);
     if (cached !== undefined) return answer(c, cached);
     return ctx.principals.bySessionToken(token).then((principal) => answer(c, principal));
+  });
+  // ...and, on a server, before Hono: a known service asking about a cached token in the plainest
+  // body gets the same answer from memory; every other request takes the route above (ADR 0005)
+  app.hot({
+    method: "POST",
+    path: validateSession.path,
+    answer: (headers, body) => {
+      if (knownCallerOf(headers.authorization, single(headers["x-api-key"]), ctx.credentials)?.kind !== "service") return undefined;
+      const token = PLAIN_BODY.exec(body)?.[1];
+      const cached = token === undefined ? undefined : ctx.principals.cachedSessionToken(token);
+      return cached === undefined ? undefined : answerText(cached);
+    },
   });
 
   app.openapi(

@@ -1,0 +1,99 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listen, type RunningServer } from "@core/kit";
+import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { call, iamWithOperator, signUp, type Iam } from "./support/harness.js";
+
+// POST /api/validate-session on a server answers a known service asking about a cached session from
+// memory, before Hono (ADR 0005). These tests hold it to the route's own answers.
+describe.each(testDatabases())("validate-session answered from memory on $name", ({ open }) => {
+  let database: DatabaseHandle;
+  let iam: Iam;
+  let service: string;
+  let server: RunningServer;
+  beforeAll(async () => {
+    ({ database, iam, service } = await iamWithOperator(open));
+    server = await listen(iam.app, 0, "127.0.0.1");
+  });
+  afterAll(async () => {
+    await server?.close();
+    await database?.close();
+  });
+
+  const hot = () => iam.app.hotRoutes.routes.get("/api/validate-session")!;
+  const asService = (): IncomingHttpHeaders => ({ authorization: `Bearer ${service}`, "content-type": "application/json" });
+  const body = (token: string) => JSON.stringify({ token });
+  const overHttp = async (text: string, headers: Record<string, string> = { authorization: `Bearer ${service}` }) => {
+    const res = await fetch(`${server.url}/api/validate-session`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: text });
+    return { status: res.status, headers: [...res.headers.keys()].sort(), body: (await res.json()) as any };
+  };
+
+  it("gives a cached session the very answer the route gives", async () => {
+    const ada = await signUp(iam);
+    expect(hot().answer(asService(), body(ada.token))).toBeUndefined(); // not cached yet: the route reads it
+    const first = await overHttp(body(ada.token));
+    const cached = hot().answer(asService(), body(ada.token));
+    expect(cached).toBeDefined();
+    const second = await overHttp(body(ada.token));
+    expect(second).toEqual(first);
+    expect(second.body).toMatchObject({ valid: true, principal: { userId: ada.userId, email: ada.email } });
+    expect(JSON.parse(cached!)).toEqual(second.body);
+    const inProcess = await call(iam, "POST", "/api/validate-session", { token: service, body: { token: ada.token } });
+    expect(inProcess.body).toEqual(second.body);
+  });
+
+  it("answers only a known service: a person, an API key beside the token, or a forged token go the full way", async () => {
+    const ada = await signUp(iam);
+    await overHttp(body(ada.token));
+    expect(hot().answer(asService(), body(ada.token))).toBeDefined();
+    expect(hot().answer({ ...asService(), authorization: `Bearer ${ada.token}` }, body(ada.token))).toBeUndefined();
+    expect(hot().answer({ ...asService(), "x-api-key": "anything" }, body(ada.token))).toBeUndefined();
+    expect(hot().answer({ "content-type": "application/json" }, body(ada.token))).toBeUndefined();
+    const forged = `${service.slice(0, service.lastIndexOf(".") + 1)}${"A".repeat(43)}`;
+    expect(hot().answer({ ...asService(), authorization: `Bearer ${forged}` }, body(ada.token))).toBeUndefined();
+    // and the full way refuses them as it always did
+    expect(await overHttp(body(ada.token), { authorization: `Bearer ${ada.token}` })).toMatchObject({ status: 401, body: { error: { code: "UNAUTHENTICATED" } } });
+    expect(await overHttp(body(ada.token), { authorization: `Bearer ${forged}` })).toMatchObject({ status: 401 });
+    expect(await overHttp(body(ada.token), {})).toMatchObject({ status: 401 });
+  });
+
+  it("reads only the plainest body; any other goes the full way and gets the route's answer", async () => {
+    const ada = await signUp(iam);
+    const expected = (await overHttp(body(ada.token))).body;
+    expect(hot().answer(asService(), ` {\n\t"token" :\r"${ada.token}" } `)).toBeDefined();
+    const others = [
+      JSON.stringify({ token: ada.token, extra: 1 }),
+      `{"token":"${ada.token.slice(0, 1)}\\u${ada.token.charCodeAt(1).toString(16).padStart(4, "0")}${ada.token.slice(2)}"}`,
+      `\u00a0{"token":"${ada.token}"}`,
+      `{"token":"${ada.token}"`,
+      JSON.stringify({ token: `${ada.token}x` }),
+    ];
+    for (const other of others) expect(hot().answer(asService(), other)).toBeUndefined();
+    // the extra field and the escape are still the same token to the route
+    expect((await overHttp(others[0]!)).body).toEqual(expected);
+    expect((await overHttp(others[1]!)).body).toEqual(expected);
+    expect(await overHttp(others[2]!)).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST" } } });
+    expect(await overHttp(others[4]!)).toMatchObject({ status: 200, body: { valid: false } });
+  });
+
+  it("answers valid: false at once for a session revoked on this IAM, and for one that has expired", async () => {
+    const ada = await signUp(iam);
+    expect((await overHttp(body(ada.token))).body.valid).toBe(true);
+    const out = await call(iam, "POST", "/api/auth/sign-out", { cookie: ada.cookie });
+    expect(out.status).toBe(200);
+    expect(hot().answer(asService(), body(ada.token))).toBeUndefined(); // the revocation cleared the cache
+    expect((await overHttp(body(ada.token))).body).toEqual({ valid: false });
+    expect(hot().answer(asService(), body(ada.token))).toBe('{"valid":false}');
+
+    const bob = await signUp(iam);
+    expect((await overHttp(body(bob.token))).body.valid).toBe(true);
+    const expiresAt = Date.parse(JSON.parse(hot().answer(asService(), body(bob.token))!).principal.expiresAt);
+    iam.clock.set(new Date(expiresAt + 1000));
+    try {
+      expect(hot().answer(asService(), body(bob.token))).toBe('{"valid":false}');
+      expect((await overHttp(body(bob.token))).body).toEqual({ valid: false });
+    } finally {
+      iam.clock.set(new Date());
+    }
+  });
+});
