@@ -14,7 +14,8 @@ export const HOT_BODY_BYTES = 4096;
 export interface HotRoute {
   method: "POST";
   path: string;
-  answer(headers: IncomingHttpHeaders, body: string): string | undefined;
+  /** may answer later (a database read): a rejection, like undefined, hands the request on */
+  answer(headers: IncomingHttpHeaders, body: string): string | undefined | Promise<string | undefined>;
 }
 
 /** What a served app hands `listen()` for its hot routes. */
@@ -43,16 +44,20 @@ export function withHotRoutes(hot: HotRoutes, next: RequestListener): RequestLis
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.once("end", () => {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      const send = (answer: string | undefined) => {
+        if (answer === undefined) {
+          (incoming as WithRawBody).rawBody = body;
+          return next(incoming, outgoing);
+        }
+        const given = incoming.headers["x-request-id"];
+        const id = hot.requestIdFor(typeof given === "string" ? given : undefined);
+        outgoing.writeHead(200, { "x-request-id": id, "content-type": "application/json", "content-length": Buffer.byteLength(answer) });
+        outgoing.end(answer);
+        hot.record(route.method, route.path, route.path, 200, id, started);
+      };
       const answer = answerOf(route, incoming.headers, body);
-      if (answer === undefined) {
-        (incoming as WithRawBody).rawBody = body;
-        return next(incoming, outgoing);
-      }
-      const given = incoming.headers["x-request-id"];
-      const id = hot.requestIdFor(typeof given === "string" ? given : undefined);
-      outgoing.writeHead(200, { "x-request-id": id, "content-type": "application/json", "content-length": Buffer.byteLength(answer) });
-      outgoing.end(answer);
-      hot.record(route.method, route.path, route.path, 200, id, started);
+      if (typeof answer === "object") answer.then(send, () => send(undefined));
+      else send(answer);
     });
   };
 }
@@ -71,12 +76,12 @@ function readableHere(headers: IncomingHttpHeaders): boolean {
 }
 
 /** The route's answer, or undefined when it declines, the body is not UTF-8, or the route fails. */
-function answerOf(route: HotRoute, headers: IncomingHttpHeaders, body: Buffer): string | undefined {
+function answerOf(route: HotRoute, headers: IncomingHttpHeaders, body: Buffer): ReturnType<HotRoute["answer"]> {
   if (!isUtf8(body)) return undefined;
   try {
     return route.answer(headers, body.toString("utf8"));
   } catch {
-    // the full path answers, with its envelope, whatever made the hot route fail
+    // the full path answers, with its envelope, whatever made the hot route fail (a rejection too)
     return undefined;
   }
 }

@@ -18,7 +18,12 @@ app.hot({
   path: "/lookup",
   answer: (headers, body) => {
     if (failing) throw new Error("a bug in the hot route");
-    return body === '{"key":"known"}' && headers["x-flavour"] !== "declined" ? '{"via":"hot"}' : undefined;
+    if (body !== '{"key":"known"}') return undefined;
+    // an answer after a wait (IAM reads a session it has not cached), or a refusal after one
+    if (headers["x-flavour"] === "later") return new Promise((resolve) => setTimeout(() => resolve('{"via":"hot later"}'), 5));
+    if (headers["x-flavour"] === "later declined") return Promise.resolve(undefined);
+    if (headers["x-flavour"] === "later failing") return Promise.reject(new Error("the database is out of reach"));
+    return headers["x-flavour"] !== "declined" ? '{"via":"hot"}' : undefined;
   },
 });
 
@@ -115,6 +120,13 @@ describe("hot routes (answered from memory before the app)", () => {
   it("never answers a body that is not UTF-8: the full path refuses it", async () => {
     const bytes = Buffer.concat([Buffer.from('{"key":"'), Buffer.from([0xff]), Buffer.from('"}')]);
     expect(await send(server, { body: bytes })).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST", message: expect.stringContaining("UTF-8") } } });
+  });
+
+  it("answers after a wait when the hot route has to look first, and hands on what it declines or fails then", async () => {
+    const later = await send(server, { headers: { "x-flavour": "later", "x-request-id": "req-later" } });
+    expect(later).toMatchObject({ status: 200, body: { via: "hot later" }, headers: { "x-request-id": "req-later", "content-type": "application/json" } });
+    expect(await send(server, { headers: { "x-flavour": "later declined" } })).toMatchObject({ status: 200, body: { via: "full", body: { key: "known" } } });
+    expect(await send(server, { headers: { "x-flavour": "later failing" } })).toMatchObject({ status: 200, body: { via: "full", body: { key: "known" } } });
   });
 
   it("lets the full path answer when the hot route fails", async () => {

@@ -64,16 +64,18 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     if (cached !== undefined) return answer(c, cached);
     return ctx.principals.bySessionToken(token).then((principal) => answer(c, principal));
   });
-  // ...and, on a server, before Hono: a known service asking about a cached token in the plainest
-  // body gets the same answer from memory; every other request takes the route above (ADR 0005)
+  // ...and, on a server, before Hono: a known service asking in the plainest body gets the same
+  // answer, from memory when cached, else after the same batched read; every other request takes the
+  // route above, and so does one whose read fails (ADR 0005)
   app.hot({
     method: "POST",
     path: validateSession.path,
     answer: (headers, body) => {
       if (knownCallerOf(headers.authorization, single(headers["x-api-key"]), ctx.credentials)?.kind !== "service") return undefined;
       const token = PLAIN_BODY.exec(body)?.[1];
-      const cached = token === undefined ? undefined : ctx.principals.cachedSessionToken(token);
-      return cached === undefined ? undefined : answerText(cached);
+      if (token === undefined) return undefined;
+      const cached = ctx.principals.cachedSessionToken(token);
+      return cached !== undefined ? answerText(cached) : ctx.principals.bySessionToken(token).then(answerText);
     },
   });
 
