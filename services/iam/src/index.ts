@@ -30,6 +30,7 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
   return {
     fetch: app.fetch,
     omitsErrorDetails: app.omitsErrorDetails,
+    hotRoutes: app.hotRoutes,
     close: async () => clearInterval(sweep),
   };
 }

@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listen, type RunningServer } from "@core/kit";
+import { listen, loadCommonConfig, silentLogger, type RunningServer } from "@core/kit";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamWithOperator, signUp, type Iam } from "./support/harness.js";
+import { buildService } from "../src/index.js";
+import { call, iamWithOperator, signUp, TEST_SECRET, type Iam } from "./support/harness.js";
 
 // POST /api/validate-session on a server answers a known service before Hono: from memory for a
 // cached session, else after the route's own read (ADR 0005). These tests hold it to the route's answers.
@@ -102,6 +103,23 @@ describe.each(testDatabases())("validate-session answered from memory on $name",
       expect((await overHttp(body(bob.token))).body).toEqual({ valid: false });
     } finally {
       iam.clock.set(new Date());
+    }
+  });
+
+  it("is handed to listen() by IAM as the launcher builds it (npm start)", async () => {
+    const built = await buildService({
+      name: "iam",
+      common: loadCommonConfig({}),
+      db: database.db,
+      pingDatabase: database.ping,
+      logger: silentLogger(),
+      serviceCredentials: new Map(),
+      env: { CORE_AUTH_SECRET: TEST_SECRET },
+    });
+    try {
+      expect([...built.hotRoutes!.routes.keys()]).toEqual(["/api/validate-session"]);
+    } finally {
+      await built.close();
     }
   });
 });
