@@ -178,7 +178,7 @@ export function createServiceApp(options: ServiceAppOptions) {
     logger.info({ requestId: id, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
   };
 
-  // routes answered from memory before Hono, when served by listen() (ADR 0005)
+  // routes answered before Hono, when served by listen() (ADR 0005)
   const hotRoutes: HotRoutes = { routes: new Map<string, HotRoute>(), requestIdFor, record: count };
   const hot = (route: HotRoute) => void (hotRoutes.routes as Map<string, HotRoute>).set(route.path, route);
 

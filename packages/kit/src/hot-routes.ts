@@ -5,11 +5,11 @@ import type { IncomingHttpHeaders, IncomingMessage, RequestListener } from "node
 export const HOT_BODY_BYTES = 4096;
 
 /**
- * A route whose commonest answer is held in memory (ADR 0005: `POST /api/validate-session` for a
- * cached session). `answer` gets the request's headers and its JSON body as text, and returns the
- * body of a 200 JSON answer, or undefined to let the request take the full path (the kit's screen,
- * the service's guard, the route), which gives every other answer. It may only answer a request the
- * full path would answer with exactly that body.
+ * A route whose commonest answer is given before the app (ADR 0005: `POST /api/validate-session`
+ * from a known service). `answer` gets the request's headers and its JSON body as text, and returns
+ * the body of a 200 JSON answer, or undefined to let the request take the full path (the kit's
+ * screen, the service's guard, the route), which gives every other answer. It may only answer a
+ * request the full path would answer with exactly that body.
  */
 export interface HotRoute {
   method: "POST";
@@ -30,8 +30,8 @@ export interface HotRoutes {
 type WithRawBody = IncomingMessage & { rawBody?: Buffer };
 
 /**
- * A Node request listener that answers hot routes from memory when it can and hands everything else
- * to `next` (the Hono app). Only a POST to a hot route's exact path, with a JSON body of declared
+ * A Node request listener that answers hot routes when they can and hands everything else to `next`
+ * (the Hono app). Only a POST to a hot route's exact path, with a JSON body of declared
  * length up to HOT_BODY_BYTES, is read here; when the route declines, the body already read goes on
  * as `rawBody`, which @hono/node-server reads instead of the stream.
  */

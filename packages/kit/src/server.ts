@@ -15,7 +15,7 @@ export interface RunningServer {
 interface Fetchable {
   fetch: (request: Request, ...rest: never[]) => Response | Promise<Response>;
   omitsErrorDetails?: (path: string) => boolean;
-  /** routes answered from memory before the app (a service app's `hot()` routes, ADR 0005) */
+  /** routes answered before the app (a service app's `hot()` routes, ADR 0005) */
   hotRoutes?: HotRoutes;
 }
 

@@ -19,7 +19,7 @@ export interface BuiltService {
   fetch: (request: Request) => Response | Promise<Response>;
   /** the paths whose error envelopes carry no `details` (spec §2.3), for answers made before any route runs */
   omitsErrorDetails?: (path: string) => boolean;
-  /** routes answered from memory before the app (ADR 0005), which `listen` puts in front of it */
+  /** routes answered before the app (ADR 0005), which `listen` puts in front of it */
   hotRoutes?: HotRoutes;
   /** releases what the service holds (timers, connections), not the shared database */
   close(): Promise<void>;

@@ -66,7 +66,7 @@ function send(server: RunningServer, options: { path?: string; method?: string; 
 const requestLines = () => lines.map((line) => JSON.parse(line)).filter((line) => line.msg === "request");
 const counted = async () => (await app.metrics.registry.metrics()).match(/http_requests_total\{[^}]*route="\/lookup"[^}]*status="200"[^}]*\} (\d+)/)?.[1];
 
-describe("hot routes (answered from memory before the app)", () => {
+describe("hot routes (answered before the app)", () => {
   let server: RunningServer;
   beforeAll(async () => {
     server = await listen(app, 0, "127.0.0.1");
