@@ -18,7 +18,7 @@ import { join, resolve } from "node:path";
 import { sql } from "drizzle-orm";
 import { createServiceApp, listen, silentLogger } from "@core/kit";
 import { applyMigrations, openDatabase, type Db } from "@core/storage";
-import { remoteResolvers, requireCaller, ServiceTokenClient } from "@core/service-auth";
+import { guardCaller, remoteResolvers, requireCaller, ServiceTokenClient } from "@core/service-auth";
 import { createApp as createIam } from "../services/iam/src/app.js";
 import { createApp as createRegistry } from "../services/platform-registry/src/app.js";
 import { freePort, REGISTRY_SECRET, testConfig } from "../services/iam/test/support/harness.js";
@@ -78,8 +78,9 @@ async function startResources(db: Db, iamUrl: string, registryPort: number) {
     remoteResolvers({ iamUrl, serviceId: "platform-registry", tokens: new ServiceTokenClient(iamUrl, { serviceId: "platform-registry", secret: REGISTRY_SECRET }) });
   const registry = createRegistry({ db, logger: silentLogger(), credentials: credentials() });
   const registryServer = await listen(registry, registryPort, "127.0.0.1");
+  // the credential check as the registries make it: the kit's guard, then a route that reads the caller
   const resolvers = credentials();
-  const guarded = createServiceApp({ service: "bench", title: "bench", logger: silentLogger() });
+  const guarded = createServiceApp({ service: "bench", title: "bench", logger: silentLogger(), guard: (c) => guardCaller(c, resolvers) });
   guarded.get("/whoami", async (c) => {
     const caller = await requireCaller(c, resolvers);
     return c.json({ userId: caller.kind === "principal" ? caller.principal.userId : null });

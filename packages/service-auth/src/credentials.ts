@@ -131,7 +131,23 @@ async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promis
 
 /** The caller, or 401 when the request carries no credential. */
 export async function requireCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller> {
-  const caller = await callerOf(c, resolvers);
+  return present(await callerOf(c, resolvers));
+}
+
+/**
+ * `requireCaller` as the kit's `guard` (a resource service's credential check): settled at once,
+ * without a promise, when the credential is known valid already (ADR 0005), else a promise of the
+ * same check. Routes behind it read the caller with `requireCaller` or `settledCallerOf`.
+ */
+export function guardCaller(c: Context, resolvers: CredentialResolvers): Promise<unknown> | undefined {
+  const pending = callerOf(c, resolvers);
+  const settled = settledCallerOf(c);
+  if (settled === undefined) return pending.then(present);
+  present(settled);
+  return undefined;
+}
+
+function present(caller: Caller | null): Caller {
   if (!caller) throw unauthenticated();
   return caller;
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServiceApp, silentLogger } from "@core/kit";
 import {
   callerOf,
+  guardCaller,
   settledCallerOf,
   MAX_CREDENTIAL_LENGTH,
   remoteResolvers,
@@ -198,5 +199,41 @@ describe("credentials known already (ADR 0005)", () => {
   it("still refuses a credential it knows nothing of and IAM refuses: 401", async () => {
     const res = await local.request("/settled-at-once", { headers: { authorization: "Bearer wrong" } });
     expect(res.status).toBe(401);
+  });
+
+  describe("guardCaller, the registries' check as the kit's guard", () => {
+    // whether the guard handed the kit something to wait for
+    let waited: boolean | null = null;
+    const guarded = createServiceApp({
+      service: SERVICE,
+      title: "t",
+      logger: silentLogger(),
+      guard: (c) => {
+        const pending = guardCaller(c, knowing);
+        waited = pending !== undefined;
+        return pending;
+      },
+    });
+    guarded.get("/who", async (c) => c.json(await requireCaller(c, knowing)));
+    const call = async (headers: Record<string, string>) => {
+      asked.length = 0;
+      waited = null;
+      const res = await guarded.request("/who", { headers });
+      return { status: res.status, waited, asked: [...asked], body: (await res.json()) as any };
+    };
+
+    it("lets a known session or service token through at once, asking nothing", async () => {
+      expect(await call({ authorization: "Bearer known-session" })).toEqual({ status: 200, waited: false, asked: [], body: { kind: "principal", principal: member } });
+      expect(await call({ authorization: `Bearer ${KNOWN_JWT}` })).toMatchObject({ status: 200, waited: false, asked: [], body: { kind: "service", serviceId: "billing" } });
+    });
+
+    it("asks about a credential it does not know, and lets a valid one through after the wait", async () => {
+      expect(await call({ authorization: "Bearer unknown-valid" })).toMatchObject({ status: 200, waited: true, asked: ["session:unknown-valid"] });
+    });
+
+    it("refuses a request without a credential with 401 before the route, and a wrong one after asking", async () => {
+      expect(await call({})).toMatchObject({ status: 401, waited: true, asked: [], body: { error: { code: "UNAUTHENTICATED" } } });
+      expect(await call({ authorization: "Bearer wrong" })).toMatchObject({ status: 401, waited: true, asked: ["session:wrong"] });
+    });
   });
 });

@@ -1,6 +1,5 @@
 import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
-import type { MiddlewareHandler } from "hono";
-import { requireCaller, type CredentialResolvers } from "@core/service-auth";
+import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { platformRoutes } from "./routes/platforms.js";
 import { stackRoutes } from "./routes/stacks.js";
@@ -16,6 +15,8 @@ export interface RegistryDeps {
 
 export type RegistryContext = RegistryDeps & { clock: Clock };
 
+const underPlatforms = (path: string) => path === "/platforms" || path.startsWith("/platforms/");
+
 /** The platform registry's HTTP app (spec §2.10, §4.6, DESIGN §7). */
 export function createApp(deps: RegistryDeps) {
   const resolved: RegistryContext = { ...deps, clock: deps.clock ?? systemClock };
@@ -25,11 +26,9 @@ export function createApp(deps: RegistryDeps) {
     description: "Platforms and their workspace stacks.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
+    // who is calling is settled before any input is validated: no credential is 401, never 400
+    guard: (c) => (underPlatforms(c.req.path) ? guardCaller(c, deps.credentials) : undefined),
   });
-  // who is calling is settled before any input is validated: no credential is 401, never 400
-  const settleCaller: MiddlewareHandler = (c, next) => requireCaller(c, deps.credentials).then(() => next());
-  app.use("/platforms", settleCaller);
-  app.use("/platforms/*", settleCaller);
   platformRoutes(app, resolved);
   stackRoutes(app, resolved);
   return app;

@@ -1,6 +1,5 @@
 import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
-import type { MiddlewareHandler } from "hono";
-import { requireCaller, type CredentialResolvers } from "@core/service-auth";
+import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { authorizePublisher } from "./access.js";
 import { templateRoutes } from "./routes/templates.js";
@@ -18,6 +17,7 @@ export interface StackRegistryDeps {
 export type StackRegistryContext = StackRegistryDeps & { clock: Clock };
 
 const READS = new Set(["GET", "HEAD", "OPTIONS"]);
+const underStacks = (path: string) => path === "/api/v1/stacks" || path.startsWith("/api/v1/stacks/");
 
 /** The stack registry's HTTP app (spec §2.8-2.9, §4.5, DESIGN §7). */
 export function createApp(deps: StackRegistryDeps) {
@@ -28,16 +28,13 @@ export function createApp(deps: StackRegistryDeps) {
     description: "The catalogue of stack templates and their published, immutable versions.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
+    // who is calling, and whether they may write, is settled before any input is validated:
+    // no credential is 401 and a tenant member's write is 403, never 400
+    guard: (c) => {
+      if (!underStacks(c.req.path)) return undefined;
+      return READS.has(c.req.method) ? guardCaller(c, deps.credentials) : authorizePublisher(c, deps.credentials);
+    },
   });
-  // who is calling, and whether they may write, is settled before any input is validated:
-  // no credential is 401 and a tenant member's write is 403, never 400
-  const settleCaller: MiddlewareHandler = async (c, next) => {
-    if (READS.has(c.req.method)) await requireCaller(c, deps.credentials);
-    else await authorizePublisher(c, deps.credentials);
-    await next();
-  };
-  app.use("/api/v1/stacks", settleCaller);
-  app.use("/api/v1/stacks/*", settleCaller);
   templateRoutes(app, resolved);
   versionRoutes(app, resolved);
   return app;
