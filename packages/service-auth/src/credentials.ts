@@ -137,13 +137,15 @@ export async function requireCaller(c: Context, resolvers: CredentialResolvers):
 /**
  * `requireCaller` as the kit's `guard` (a resource service's credential check): settled at once,
  * without a promise, when the credential is known valid already (ADR 0005), else a promise of the
- * same check. Routes behind it read the caller with `requireCaller` or `settledCallerOf`.
+ * same check. `accept` throws for a caller the routes behind it do not take (by default: none, 401;
+ * IAM's service-only routes: anyone but a service). Routes read the caller with `requireCaller` or
+ * `settledCallerOf`.
  */
-export function guardCaller(c: Context, resolvers: CredentialResolvers): Promise<unknown> | undefined {
+export function guardCaller(c: Context, resolvers: CredentialResolvers, accept: (caller: Caller | null) => unknown = present): Promise<unknown> | undefined {
   const pending = callerOf(c, resolvers);
   const settled = settledCallerOf(c);
-  if (settled === undefined) return pending.then(present);
-  present(settled);
+  if (settled === undefined) return pending.then(accept);
+  accept(settled);
   return undefined;
 }
 

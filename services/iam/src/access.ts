@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
-import { bearerToken, callerOf, holds, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { bearerToken, callerOf, guardCaller, holds, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
 
 export const SESSION_COOKIES = ["__Secure-better-auth.session_token", "better-auth.session_token"];
@@ -112,11 +112,7 @@ export async function requireServiceCaller(c: Context, resolvers: CredentialReso
  * is known already (ADR 0005: the hot routes), else a promise of the same check.
  */
 export function guardServiceCaller(c: Context, resolvers: CredentialResolvers): Promise<unknown> | undefined {
-  const pending = callerOf(c, resolvers);
-  const settled = settledCallerOf(c);
-  if (settled === undefined) return pending.then(asServiceCaller);
-  asServiceCaller(settled);
-  return undefined;
+  return guardCaller(c, resolvers, asServiceCaller);
 }
 
 /**
