@@ -10,7 +10,7 @@ import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
-import { isJsonMediaType, type HotRoute, type HotRoutes } from "./hot-routes.js";
+import { isJsonMediaType, mediaTypeOf, type HotRoute, type HotRoutes } from "./hot-routes.js";
 
 export interface KitVariables {
   requestId: string;
@@ -132,7 +132,7 @@ export function createServiceApp(options: ServiceAppOptions) {
       throw new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)");
     }
     // every body a route or library will read is screened first (DESIGN §3: bad input loses nothing)
-    const screen = json ? screenJsonBody : FORM_MEDIA.test((type ?? "").split(";")[0]!.trim()) ? screenFormBody : null;
+    const screen = json ? screenJsonBody : FORM_MEDIA.test(mediaTypeOf(type)) ? screenFormBody : null;
     const screened = screen ? () => screen(c).then(guarded) : guarded;
     return length === undefined ? (streamingLimit(c, screened) as Promise<unknown>) : screened();
   };
@@ -179,8 +179,9 @@ export function createServiceApp(options: ServiceAppOptions) {
   };
 
   // routes answered before Hono, when served by listen() (ADR 0005)
-  const hotRoutes: HotRoutes = { routes: new Map<string, HotRoute>(), requestIdFor, record: count };
-  const hot = (route: HotRoute) => void (hotRoutes.routes as Map<string, HotRoute>).set(route.path, route);
+  const routes = new Map<string, HotRoute>();
+  const hotRoutes: HotRoutes = { routes, requestIdFor, record: count };
+  const hot = (route: HotRoute) => void routes.set(route.path, route);
 
   function handleError(err: unknown, c: Context): Response {
     if (err instanceof ApiError) return errorResponse(c, err);

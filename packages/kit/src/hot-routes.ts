@@ -37,8 +37,8 @@ type WithRawBody = IncomingMessage & { rawBody?: Buffer };
  */
 export function withHotRoutes(hot: HotRoutes, next: RequestListener): RequestListener {
   return (incoming, outgoing) => {
-    const route = incoming.method === "POST" ? hot.routes.get(incoming.url ?? "") : undefined;
-    if (!route || !readableHere(incoming.headers)) return next(incoming, outgoing);
+    const route = hot.routes.get(incoming.url ?? "");
+    if (!route || incoming.method !== route.method || !readableHere(incoming.headers)) return next(incoming, outgoing);
     const started = performance.now();
     const chunks: Buffer[] = [];
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -88,7 +88,10 @@ function answerOf(route: HotRoute, headers: IncomingHttpHeaders, body: Buffer): 
 
 const JSON_MEDIA = /^application\/([\w.-]+\+)?json$/i;
 
+/** The media type of a Content-Type, without its parameters (`application/json; charset=utf-8` → `application/json`). */
+export const mediaTypeOf = (contentType: string | undefined): string => (contentType ?? "").split(";")[0]!.trim();
+
 /** Whether a Content-Type names JSON (`application/json`, `application/…+json`, any parameters). */
 export function isJsonMediaType(contentType: string | undefined): boolean {
-  return JSON_MEDIA.test((contentType ?? "").split(";")[0]!.trim());
+  return JSON_MEDIA.test(mediaTypeOf(contentType));
 }
