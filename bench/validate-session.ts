@@ -219,8 +219,8 @@ console.log("");
 console.log(`median of ${rounds} rounds, each a ratio to raw node:http measured just before it:`);
 for (const r of results) {
   const verdict = r.ratio >= r.target ? "met" : "NOT met";
-  // three places, so a ratio a hair under its target does not print as the target itself
   const cpu = r.cpuRatio === null ? "" : `   (CPU per request: raw's is ${r.cpuRatio.toFixed(2)} × this)`;
+  // the median with three places, so a ratio a hair under its target does not print as the target itself
   console.log(
     `${r.title.padEnd(46)} ${r.rate.toFixed(0).padStart(7)} req/s   ${r.ratio.toFixed(3)} × raw (rounds ${r.ratios.map((x) => x.toFixed(2)).join(" ")})   target ≥ ${r.target.toFixed(2)}: ${verdict}${cpu}`,
   );
