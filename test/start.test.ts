@@ -12,8 +12,15 @@ interface Started {
   exited: Promise<number | null>;
 }
 
+/** the banner's last line: once it is out, every URL above it is too (the banner comes in several writes) */
+const RUNNING = "stop with Ctrl-C";
+
+/** every launcher a test started, so one a failed test left running is stopped and frees its ports */
+const launched: ChildProcess[] = [];
+
 function start(env: NodeJS.ProcessEnv, args: string[] = []): Started {
   const child = spawn(process.execPath, ["scripts/start.mjs", ...args], { env: { ...process.env, ...env, NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
+  launched.push(child);
   let output = "";
   child.stdout!.on("data", (d) => (output += d));
   child.stderr!.on("data", (d) => (output += d));
@@ -52,11 +59,14 @@ describe("npm start", () => {
       LOG_LEVEL: "warn",
     };
   });
-  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+  afterAll(() => {
+    for (const child of launched) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    rmSync(dataDir, { recursive: true, force: true });
+  });
 
   it("runs every service, refuses a second process on the same data dir, shuts down cleanly and keeps the data", async () => {
     const first = start(env);
-    await until(() => first.output().includes("core is running"), "the first start");
+    await until(() => first.output().includes(RUNNING), "the first start");
     expect(first.output()).toContain(iamUrl);
     expect(first.output()).toContain(`${env.CORE_MCP_URL}/mcp`);
     const health = await fetch(`${iamUrl}/health`);
@@ -82,7 +92,7 @@ describe("npm start", () => {
     expect(await first.exited).toBe(0);
 
     const again = start(env);
-    await until(() => again.output().includes("core is running"), "the restart");
+    await until(() => again.output().includes(RUNNING), "the restart");
     const signIn = await fetch(`${iamUrl}/api/auth/sign-in/email`, {
       method: "POST",
       headers: { "content-type": "application/json", origin: iamUrl },
@@ -97,7 +107,7 @@ describe("npm start", () => {
     const alone = mkdtempSync(join(tmpdir(), "core-vault-only-"));
     try {
       const vault = start({ ...env, CORE_DATA_DIR: alone }, ["--only", "vault"]);
-      await until(() => vault.output().includes("core is running"), "the vault alone");
+      await until(() => vault.output().includes(RUNNING), "the vault alone");
       const response = await fetch(`${env.CORE_MCP_URL}/mcp`, {
         method: "POST",
         headers: { "content-type": "application/json" },
