@@ -1,5 +1,5 @@
 import { OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Context } from "hono";
+import type { Context, Handler, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { randomUUID } from "node:crypto";
@@ -10,6 +10,7 @@ import { ServiceMetrics } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
+import { KitRouter } from "./router.js";
 import { isJsonMediaType, mediaTypeOf, type HotRoute, type HotRoutes } from "./hot-routes.js";
 
 export interface KitVariables {
@@ -97,7 +98,9 @@ export function createServiceApp(options: ServiceAppOptions) {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const ownsBody = options.ownsBody ?? (() => false);
 
+  const router = new KitRouter();
   const app = new OpenAPIHono<KitEnv>({
+    router,
     defaultHook: (result) => {
       if (!result.success) throw validationError(result.error as z.ZodError, result.target === "json" ? "body" : result.target);
     },
@@ -113,12 +116,12 @@ export function createServiceApp(options: ServiceAppOptions) {
   const guard = options.guard;
 
   /** The checks every request passes before its route: input screen, then the service's guard. */
-  const admit = (c: Context, next: () => Promise<void>): Promise<unknown> => {
+  const admit = (c: Context, next: () => unknown): unknown => {
     screenPathAndQuery(c);
     const guarded = guard
       ? () => {
           const pending = guard(c);
-          return pending ? pending.then(() => next()) : next();
+          return pending ? pending.then(next) : next();
         }
       : next;
     const length = c.req.header("content-length");
@@ -134,14 +137,11 @@ export function createServiceApp(options: ServiceAppOptions) {
     // every body a route or library will read is screened first (DESIGN §3: bad input loses nothing)
     const screen = json ? screenJsonBody : FORM_MEDIA.test(mediaTypeOf(type)) ? screenFormBody : null;
     const screened = screen ? () => screen(c).then(guarded) : guarded;
-    return length === undefined ? (streamingLimit(c, screened) as Promise<unknown>) : screened();
+    return length === undefined ? (streamingLimit(c, screened as () => Promise<void>) as Promise<unknown>) : screened();
   };
 
-  // The kit's one middleware, plain rather than async: each middleware is a layer of hono's compose
-  // and each async step a promise, and both cost on the hot path (ADR 0005). A refusal by the screen
-  // or the guard is answered here, so the request is still counted and logged; what the route
-  // throws, hono hands to the error handler below as usual.
-  app.use((c, next) => {
+  /** What the kit does as a request arrives: the error-detail rule and the request id. */
+  const begin = (c: Context): string => {
     if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
     const id = requestIdFor(c.req.header("x-request-id"));
     c.set("requestId", id);
@@ -152,24 +152,62 @@ export function createServiceApp(options: ServiceAppOptions) {
     const outgoing = nodeOf(c)?.outgoing;
     if (outgoing) outgoing.setHeader("x-request-id", id);
     else c.header("x-request-id", id);
-    const started = performance.now();
-    let admitted: Promise<unknown>;
-    try {
-      admitted = admit(c, next);
-    } catch (err) {
-      admitted = Promise.reject(err);
-    }
-    return admitted.then(
-      () => record(c, id, started),
-      (err: unknown) => {
-        c.res = handleError(err, c);
-        record(c, id, started);
-      },
-    );
-  });
+    return id;
+  };
 
-  const record = (c: Context, id: string, started: number) =>
-    count(c.req.method, c.req.routePath && c.res.status !== 404 ? c.req.routePath : "(unmatched)", c.req.path, c.res.status, id, started);
+  /**
+   * A request through the kit: its id, the screen and the guard, then `inner` (the route). What it
+   * answered is counted and logged, and anything thrown on the way is answered in the envelope, so
+   * a refusal is counted and logged too. Plain rather than async, as each async step is a promise
+   * (ADR 0005): when nothing had to wait, the answer is there at once.
+   */
+  const serve = (c: Context, inner: () => unknown, answer: () => Response | undefined) => {
+    const id = begin(c);
+    const started = performance.now();
+    const done = () => {
+      const response = answer();
+      record(c, id, started, response?.status ?? 404);
+      return response;
+    };
+    const failed = (err: unknown) => {
+      const response = (c.res = handleError(err, c));
+      record(c, id, started, response.status);
+      return response;
+    };
+    let admitted: unknown;
+    try {
+      admitted = admit(c, inner);
+    } catch (err) {
+      return failed(err);
+    }
+    return admitted instanceof Promise ? admitted.then(done, failed) : done();
+  };
+
+  // The kit's work comes first on every request, put there by its router (./router.ts). A route with
+  // one handler runs inside it, as one handler, so hono calls it without composing a chain; what the
+  // route throws is answered by the same error handler hono would use.
+  const withKit =
+    (handler: Handler): Handler =>
+    (c, next) => {
+      let response: Response | undefined;
+      const run = () => {
+        const answer = handler(c, next) as Response | undefined | Promise<Response | undefined>;
+        if (answer instanceof Promise) return answer.then((settled) => void (response = settled));
+        response = answer;
+        return undefined;
+      };
+      return serve(c, run, () => response ?? (c.finalized ? c.res : undefined));
+    };
+  // Any other request (validators before the route, or no route at all) gets it as a middleware,
+  // ahead of hono's compose; what the route throws, hono hands to the error handler below.
+  const kitMiddleware: MiddlewareHandler = (c, next) => {
+    const served = serve(c, next, () => c.res);
+    return served instanceof Promise ? served : Promise.resolve(served);
+  };
+  router.serveWith(kitMiddleware, withKit);
+
+  const record = (c: Context, id: string, started: number, status: number) =>
+    count(c.req.method, c.req.routePath && status !== 404 ? c.req.routePath : "(unmatched)", c.req.path, status, id, started);
 
   const count = (method: string, route: string, path: string, status: number, id: string, started: number) => {
     const seconds = (performance.now() - started) / 1000;

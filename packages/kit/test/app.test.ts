@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ApiError,
@@ -9,6 +10,7 @@ import {
   jsonContent,
   listen,
   readJsonBody,
+  requestIdOf,
   ServiceMetrics,
   silentLogger,
   type HealthCheck,
@@ -377,6 +379,131 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
     for (const status of [201, 401, 403, 413, 415]) {
       expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*method="POST")(?=[^}]*status="${status}")[^}]*\\} 1\n`));
     }
+  });
+});
+
+describe("the kit's work around every route shape (its router, ADR 0005)", () => {
+  /** One service with each shape: a lone handler, a validated route (a chain), a service's own middleware, and handlers that hand on. */
+  function shapes(guard?: (c: Context) => Promise<unknown> | undefined) {
+    const lines: string[] = [];
+    const seen: string[] = [];
+    const app = createServiceApp({
+      service: "shapes",
+      title: "t",
+      logger: createLogger("shapes", "info", { write: (line: string) => void lines.push(line) }),
+      guard,
+    });
+    app.get("/lone/:id", (c) => c.json({ id: c.req.param("id") }));
+    app.get("/later/:id", async (c) => {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      return c.json({ id: c.req.param("id") });
+    });
+    app.get("/rejects", async () => {
+      throw new ApiError(409, "CLASH", "It clashes");
+    });
+    app.openapi(
+      createRoute({
+        method: "get",
+        path: "/checked/{id}",
+        request: { params: z.object({ id: z.string().max(3) }) },
+        responses: { 200: jsonContent(z.object({ id: z.string() }), "The id") },
+      }),
+      (c) => c.json({ id: c.req.valid("param").id }, 200),
+    );
+    app.get(
+      "/mine",
+      async (c, next) => {
+        seen.push(`service middleware saw ${requestIdOf(c)}`);
+        await next();
+      },
+      (c) => c.json({ ok: true }),
+    );
+    app.get("/hands-on", (_c, next) => next());
+    const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "request");
+    return { app, seen, records };
+  }
+  const get = (app: ReturnType<typeof shapes>["app"], path: string, id: string) => app.request(path, { headers: { "x-request-id": id } });
+
+  it("answers a lone handler's answer made at once at once, without a promise, when nothing before it waits", async () => {
+    const { app } = shapes(() => undefined);
+    const answer = app.fetch(new Request("http://kit.test/lone/7", { headers: { "x-request-id": "at-once" } }));
+    expect(answer).toBeInstanceOf(Response);
+    const res = answer as Response;
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-request-id")).toBe("at-once");
+    expect(await res.json()).toEqual({ id: "7" });
+  });
+
+  it("still waits for a guard that waits, then answers the same", async () => {
+    const { app } = shapes(() => new Promise((resolve) => setTimeout(resolve, 2)));
+    const answer = app.fetch(new Request("http://kit.test/lone/7"));
+    expect(answer).toBeInstanceOf(Promise);
+    expect(await (await answer).json()).toEqual({ id: "7" });
+  });
+
+  it("gives each shape its request id, its route's parameters, and one count under its route pattern", async () => {
+    const { app, seen, records } = shapes();
+    const answers = await Promise.all([
+      get(app, "/lone/a1", "r-lone"),
+      get(app, "/later/b2", "r-later"),
+      get(app, "/checked/c3", "r-checked"),
+      get(app, "/mine", "r-mine"),
+    ]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(answers.map((r) => r.headers.get("x-request-id"))).toEqual(["r-lone", "r-later", "r-checked", "r-mine"]);
+    expect(await Promise.all(answers.map((r) => r.json()))).toEqual([{ id: "a1" }, { id: "b2" }, { id: "c3" }, { ok: true }]);
+    // the kit runs before the service's own middleware
+    expect(seen).toEqual(["service middleware saw r-mine"]);
+    expect(records().map((r) => [r.requestId, r.path, r.status])).toEqual(
+      expect.arrayContaining([
+        ["r-lone", "/lone/a1", 200],
+        ["r-later", "/later/b2", 200],
+        ["r-checked", "/checked/c3", 200],
+        ["r-mine", "/mine", 200],
+      ]),
+    );
+    expect(records()).toHaveLength(4);
+    const text = await (await app.request("/metrics")).text();
+    for (const route of ["/lone/:id", "/later/:id", "/checked/:id", "/mine"]) {
+      expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*route="${route.replace(/\//g, "\\/")}")(?=[^}]*status="200")[^}]*\\} 1\n`));
+    }
+  });
+
+  it("answers in the envelope what a lone handler rejects with, and a validator's refusal in a chain, each counted once", async () => {
+    const { app, records } = shapes();
+    const rejected = await get(app, "/rejects", "r-rejects");
+    expect(rejected.status).toBe(409);
+    expect(await rejected.json()).toEqual({ error: { code: "CLASH", message: "It clashes", requestId: "r-rejects", details: null } });
+    const refused = await get(app, "/checked/toolong", "r-refused");
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { code: string; requestId: string } }).error).toMatchObject({ code: "VALIDATION_ERROR", requestId: "r-refused" });
+    expect(records().map((r) => [r.requestId, r.status])).toEqual([
+      ["r-rejects", 409],
+      ["r-refused", 400],
+    ]);
+  });
+
+  it("answers a lone handler that hands on, and a path no route has, with the 404 envelope, counted as unmatched", async () => {
+    const { app, records } = shapes();
+    for (const [path, id] of [
+      ["/hands-on", "r-hands-on"],
+      ["/nowhere", "r-nowhere"],
+    ] as const) {
+      const res = await get(app, path, id);
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ error: { code: "NOT_FOUND", message: `No route for GET ${path}`, requestId: id, details: null } });
+    }
+    expect(records().map((r) => r.status)).toEqual([404, 404]);
+    const text = await (await app.request("/metrics")).text();
+    expect(text).toMatch(/http_requests_total\{(?=[^}]*route="\(unmatched\)")(?=[^}]*status="404")[^}]*\} 2\n/);
+  });
+
+  it("answers HEAD on a lone GET handler with its status and request id and no body", async () => {
+    const { app } = shapes();
+    const res = await app.request("/lone/9", { method: "HEAD", headers: { "x-request-id": "r-head" } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-request-id")).toBe("r-head");
+    expect(await res.text()).toBe("");
   });
 });
 
