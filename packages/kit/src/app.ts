@@ -2,6 +2,7 @@ import { OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context, Handler, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
+import { matchedRoutes } from "hono/route";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
@@ -206,8 +207,13 @@ export function createServiceApp(options: ServiceAppOptions) {
   };
   router.serveWith(kitMiddleware, withKit);
 
-  const record = (c: Context, id: string, started: number, status: number) =>
-    count(c.req.method, c.req.routePath && status !== 404 ? c.req.routePath : "(unmatched)", c.req.path, status, id, started);
+  // labelled by the pattern of the route the request matched, also when it was refused before the
+  // route ran (the kit's own entry is last only when nothing matched)
+  const record = (c: Context, id: string, started: number, status: number) => {
+    const route = matchedRoutes(c).at(-1);
+    const label = route && route.handler !== kitMiddleware && status !== 404 ? route.path : "(unmatched)";
+    count(c.req.method, label, c.req.path, status, id, started);
+  };
 
   const count = (method: string, route: string, path: string, status: number, id: string, started: number) => {
     const seconds = (performance.now() - started) / 1000;

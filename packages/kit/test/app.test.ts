@@ -367,7 +367,7 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
     expect(ran).toEqual([]);
   });
 
-  it("counts and logs every request once with the status it got, refusals by the screen or the guard included", async () => {
+  it("counts and logs every request once with the status it got, under its route's pattern, refusals by the screen or the guard included", async () => {
     const { app, records } = guarded();
     await send(app, "let-me-in");
     await send(app, "nobody");
@@ -377,7 +377,7 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
     expect(records().map((r) => r.status)).toEqual([201, 401, 403, 413, 415]);
     const text = await (await app.request("/metrics", { headers: { authorization: "let-me-in" } })).text();
     for (const status of [201, 401, 403, 413, 415]) {
-      expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*method="POST")(?=[^}]*status="${status}")[^}]*\\} 1\n`));
+      expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*method="POST")(?=[^}]*route="/things")(?=[^}]*status="${status}")[^}]*\\} 1\n`));
     }
   });
 });
@@ -496,6 +496,20 @@ describe("the kit's work around every route shape (its router, ADR 0005)", () =>
     expect(records().map((r) => r.status)).toEqual([404, 404]);
     const text = await (await app.request("/metrics")).text();
     expect(text).toMatch(/http_requests_total\{(?=[^}]*route="\(unmatched\)")(?=[^}]*status="404")[^}]*\} 2\n/);
+  });
+
+  it("counts a refusal by the guard under the route it was refused on, and one on a path no route has as unmatched", async () => {
+    const { app } = shapes((c) => {
+      if (c.req.header("authorization") !== "ok") throw new ApiError(401, "UNAUTHENTICATED", "Who are you?");
+      return undefined;
+    });
+    for (const path of ["/lone/1", "/checked/ab", "/nowhere"]) expect((await app.request(path)).status).toBe(401);
+    const text = await (await app.request("/metrics", { headers: { authorization: "ok" } })).text();
+    for (const route of ["/lone/:id", "/checked/:id", "(unmatched)"]) {
+      const pattern = route.replace(/[()/]/g, "\\$&");
+      expect(text).toMatch(new RegExp(`http_requests_total\\{(?=[^}]*route="${pattern}")(?=[^}]*status="401")[^}]*\\} 1\n`));
+    }
+    expect(text).not.toContain('route="/*"');
   });
 
   it("answers HEAD on a lone GET handler with its status and request id and no body", async () => {
