@@ -13,6 +13,7 @@ import {
   requestIdOf,
   ServiceMetrics,
   silentLogger,
+  type ServiceAppOptions,
   type HealthCheck,
   type RunningServer,
 } from "@core/kit";
@@ -303,15 +304,19 @@ describe("/metrics", () => {
   });
 });
 
-describe("the service's guard (one middleware with the screen, ADR 0005)", () => {
+/** A kit app whose log lines are kept, with the request lines read back as records. */
+function loggedApp(service: string, options: Partial<ServiceAppOptions> = {}) {
+  const lines: string[] = [];
+  const app = createServiceApp({ service, title: "t", logger: createLogger(service, "info", { write: (line: string) => void lines.push(line) }), ...options });
+  const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "request");
+  return { app, records };
+}
+
+describe("the service's guard (in the kit's work, after the screen, ADR 0005)", () => {
   /** A service whose guard lets "let-me-in" through at once, "later" after a wait, and refuses the rest. */
   function guarded() {
-    const lines: string[] = [];
     const ran: string[] = [];
-    const app = createServiceApp({
-      service: "guarded",
-      title: "t",
-      logger: createLogger("guarded", "info", { write: (line: string) => void lines.push(line) }),
+    const { app, records } = loggedApp("guarded", {
       maxBodyBytes: LIMIT,
       guard: (c) => {
         const who = c.req.header("authorization");
@@ -327,7 +332,6 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
       ran.push("route");
       return c.json(await c.req.json(), 201);
     });
-    const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "request");
     return { app, ran, records };
   }
   const send = (app: ReturnType<typeof guarded>["app"], authorization: string, body = '{"a":1}', headers: Record<string, string> = {}) =>
@@ -385,14 +389,8 @@ describe("the service's guard (one middleware with the screen, ADR 0005)", () =>
 describe("the kit's work around every route shape (its router, ADR 0005)", () => {
   /** One service with each shape: a lone handler, a validated route (a chain), a service's own middleware, and handlers that hand on. */
   function shapes(guard?: (c: Context) => Promise<unknown> | undefined) {
-    const lines: string[] = [];
     const seen: string[] = [];
-    const app = createServiceApp({
-      service: "shapes",
-      title: "t",
-      logger: createLogger("shapes", "info", { write: (line: string) => void lines.push(line) }),
-      guard,
-    });
+    const { app, records } = loggedApp("shapes", { guard });
     app.get("/lone/:id", (c) => c.json({ id: c.req.param("id") }));
     app.get("/later/:id", async (c) => {
       await new Promise((resolve) => setTimeout(resolve, 2));
@@ -419,7 +417,6 @@ describe("the kit's work around every route shape (its router, ADR 0005)", () =>
       (c) => c.json({ ok: true }),
     );
     app.get("/hands-on", (_c, next) => next());
-    const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "request");
     return { app, seen, records };
   }
   const get = (app: ReturnType<typeof shapes>["app"], path: string, id: string) => app.request(path, { headers: { "x-request-id": id } });
