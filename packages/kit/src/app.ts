@@ -99,14 +99,6 @@ export function createServiceApp(options: ServiceAppOptions) {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const ownsBody = options.ownsBody ?? (() => false);
 
-  const router = new KitRouter();
-  const app = new OpenAPIHono<KitEnv>({
-    router,
-    defaultHook: (result) => {
-      if (!result.success) throw validationError(result.error as z.ZodError, result.target === "json" ? "body" : result.target);
-    },
-  });
-
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
   const streamingLimit = bodyLimit({
     maxSize: maxBodyBytes,
@@ -184,7 +176,7 @@ export function createServiceApp(options: ServiceAppOptions) {
     return admitted instanceof Promise ? admitted.then(done, failed) : done();
   };
 
-  // The kit's work comes first on every request, put there by its router (./router.ts). A route with
+  // The kit's work comes first on every request, put there by the app's router (./router.ts). A route with
   // one handler runs inside it, as one handler, so hono calls it without composing a chain; what the
   // route throws is answered by the same error handler hono would use.
   const withKit =
@@ -205,7 +197,13 @@ export function createServiceApp(options: ServiceAppOptions) {
     const served = serve(c, next, () => c.res);
     return served instanceof Promise ? served : Promise.resolve(served);
   };
-  router.serveWith(kitMiddleware, withKit);
+
+  const app = new OpenAPIHono<KitEnv>({
+    router: new KitRouter(kitMiddleware, withKit),
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error as z.ZodError, result.target === "json" ? "body" : result.target);
+    },
+  });
 
   // labelled by the pattern of the route the request matched, also when it was refused before the
   // route ran (the kit's own entry is last only when nothing matched)

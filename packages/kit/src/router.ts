@@ -19,11 +19,14 @@ export class KitRouter implements Router<Entry> {
   readonly #inner = new SmartRouter<Entry>({ routers: [new RegExpRouter(), new TrieRouter()] });
   // a match's handler list is kept by hono's router for each route, so each is wrapped once
   readonly #served = new WeakMap<Matched, Matched>();
-  #kit?: Kit;
+  readonly #unmatched: Matched;
 
-  /** What the kit runs: `middleware` before a chain (or alone, when nothing matched), `wrap` around a lone handler. */
-  serveWith(middleware: MiddlewareHandler, wrap: (handler: Handler) => Handler) {
-    this.#kit = { middleware, wrap, unmatched: [[[middleware, kitRoute(middleware)], {}]] as Matched };
+  /** `middleware` runs before a chain (or alone, when nothing matched), `wrap` around a lone handler. */
+  constructor(
+    private readonly middleware: MiddlewareHandler,
+    private readonly wrap: (handler: Handler) => Handler,
+  ) {
+    this.#unmatched = [[[middleware, kitRoute(middleware)], {}]] as Matched;
   }
 
   add(method: string, path: string, entry: Entry): void {
@@ -32,30 +35,22 @@ export class KitRouter implements Router<Entry> {
 
   match(method: string, path: string): Result<Entry> {
     const result = this.#inner.match(method, path);
-    const kit = this.#kit;
-    if (!kit) return result;
     const matched = result[0];
-    let served = matched.length === 0 ? kit.unmatched : this.#served.get(matched);
+    let served = matched.length === 0 ? this.#unmatched : this.#served.get(matched);
     if (!served) {
-      served = serve(kit, matched);
+      served = this.#serve(matched);
       this.#served.set(matched, served);
     }
     return (result.length === 2 ? [served, result[1]] : [served]) as Result<Entry>;
   }
-}
 
-interface Kit {
-  middleware: MiddlewareHandler;
-  wrap: (handler: Handler) => Handler;
-  unmatched: Matched;
-}
-
-function serve(kit: Kit, matched: Matched): Matched {
-  if (matched.length === 1) {
-    const [[handler, route], params] = matched[0]!;
-    return [[[kit.wrap(handler as Handler), route], params]] as Matched;
+  #serve(matched: Matched): Matched {
+    if (matched.length === 1) {
+      const [[handler, route], params] = matched[0]!;
+      return [[[this.wrap(handler as Handler), route], params]] as Matched;
+    }
+    return [[[this.middleware, kitRoute(this.middleware)], {}], ...matched] as Matched;
   }
-  return [[[kit.middleware, kitRoute(kit.middleware)], {}], ...matched] as Matched;
 }
 
 const kitRoute = (handler: MiddlewareHandler): RouterRoute => ({ basePath: "/", path: "/*", method: "ALL", handler });
