@@ -53,6 +53,9 @@ export interface ServiceAppOptions {
   guard?: (c: Context) => Promise<unknown> | undefined;
 }
 
+/** Whether a request path is `prefix` or below it (`/platforms`, `/platforms/p1`, not `/platformsx`): a guard's scope. */
+export const isUnder = (path: string, prefix: string): boolean => path === prefix || path.startsWith(`${prefix}/`);
+
 export type OpenApiDocument = ReturnType<OpenAPIHono["getOpenAPI31Document"]>;
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

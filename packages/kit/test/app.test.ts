@@ -6,6 +6,7 @@ import {
   createLogger,
   createServiceApp,
   errorResponses,
+  isUnder,
   jsonBody,
   jsonContent,
   listen,
@@ -515,6 +516,13 @@ describe("the kit's work around every route shape (its router, ADR 0005)", () =>
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("r-head");
     expect(await res.text()).toBe("");
+  });
+});
+
+describe("isUnder (a guard's scope)", () => {
+  it("takes the prefix itself and paths below it, not a longer name that starts the same", () => {
+    expect(["/platforms", "/platforms/", "/platforms/p1/stacks"].map((p) => isUnder(p, "/platforms"))).toEqual([true, true, true]);
+    expect(["/platformsx", "/platform", "/", "/api/platforms"].map((p) => isUnder(p, "/platforms"))).toEqual([false, false, false, false]);
   });
 });
 

@@ -1,4 +1,4 @@
-import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { platformRoutes } from "./routes/platforms.js";
@@ -15,8 +15,6 @@ export interface RegistryDeps {
 
 export type RegistryContext = RegistryDeps & { clock: Clock };
 
-const underPlatforms = (path: string) => path === "/platforms" || path.startsWith("/platforms/");
-
 /** The platform registry's HTTP app (spec §2.10, §4.6, DESIGN §7). */
 export function createApp(deps: RegistryDeps) {
   const resolved: RegistryContext = { ...deps, clock: deps.clock ?? systemClock };
@@ -27,7 +25,7 @@ export function createApp(deps: RegistryDeps) {
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
     // who is calling is settled before any input is validated: no credential is 401, never 400
-    guard: (c) => (underPlatforms(c.req.path) ? guardCaller(c, deps.credentials) : undefined),
+    guard: (c) => (isUnder(c.req.path, "/platforms") ? guardCaller(c, deps.credentials) : undefined),
   });
   platformRoutes(app, resolved);
   stackRoutes(app, resolved);

@@ -1,4 +1,4 @@
-import { createServiceApp, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
 import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { authorizePublisher } from "./access.js";
@@ -17,7 +17,6 @@ export interface StackRegistryDeps {
 export type StackRegistryContext = StackRegistryDeps & { clock: Clock };
 
 const READS = new Set(["GET", "HEAD", "OPTIONS"]);
-const underStacks = (path: string) => path === "/api/v1/stacks" || path.startsWith("/api/v1/stacks/");
 
 /** The stack registry's HTTP app (spec §2.8-2.9, §4.5, DESIGN §7). */
 export function createApp(deps: StackRegistryDeps) {
@@ -31,7 +30,7 @@ export function createApp(deps: StackRegistryDeps) {
     // who is calling, and whether they may write, is settled before any input is validated:
     // no credential is 401 and a tenant member's write is 403, never 400
     guard: (c) => {
-      if (!underStacks(c.req.path)) return undefined;
+      if (!isUnder(c.req.path, "/api/v1/stacks")) return undefined;
       return READS.has(c.req.method) ? guardCaller(c, deps.credentials) : authorizePublisher(c, deps.credentials);
     },
   });
