@@ -9,7 +9,7 @@ import { IdempotencyKeys } from "./idempotency.js";
 import { AlertMailer } from "./metering/alerts.js";
 import { pruneUsageEvents } from "./metering/retention.js";
 import { LocalProvider } from "./provider/local.js";
-import { StripeProvider, stripeClient } from "./provider/stripe.js";
+import { STRIPE_NETWORK_RETRIES, STRIPE_TIMEOUT_MS, StripeProvider, stripeClient } from "./provider/stripe.js";
 import type { PaymentProvider } from "./provider/types.js";
 import { BillingWorker } from "./renewals.js";
 import { invoiceRoutes } from "./routes/invoices.js";
@@ -42,6 +42,8 @@ export interface BillingDeps {
   healthChecks?: HealthCheck[];
   /** where usage alerts are mailed (tests catch them); default SMTP_URL or the outbox */
   mailer?: Mailer;
+  /** how long a charge is waited for (tests shorten it); default the provider's own budget */
+  chargeDeadlineMs?: number;
 }
 
 /** Everything billing's route modules share. */
@@ -66,6 +68,8 @@ export function createApp(deps: BillingDeps) {
   const stripe = deps.config.stripe
     ? { client: stripeClient({ secretKey: deps.config.stripe.secretKey, apiBase: deps.config.stripe.apiBase, timeoutMs: deps.config.stripe.timeoutMs }), webhookSecret: deps.config.stripe.webhookSecret }
     : null;
+  // Stripe's budget: every try of the SDK times out, then a little more; the local provider answers from its own database
+  const chargeDeadlineMs = deps.chargeDeadlineMs ?? (deps.config.stripe ? (deps.config.stripe.timeoutMs ?? STRIPE_TIMEOUT_MS) * (STRIPE_NETWORK_RETRIES + 1) + 5_000 : 30_000);
   const engine: Engine = {
     db: deps.db,
     time,
@@ -73,6 +77,8 @@ export function createApp(deps: BillingDeps) {
     provider: deps.provider ?? (stripe ? new StripeProvider(deps.db, stripe.client) : new LocalProvider(deps.db, clock, deps.config.billingUrl)),
     taxPercent: deps.config.taxPercent,
     usageGraceSeconds: deps.config.usageGraceSeconds,
+    chargeDeadlineMs,
+    logger: deps.logger,
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);

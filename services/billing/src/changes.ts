@@ -1,66 +1,47 @@
-import { and, eq } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { ApiError, badRequest, conflict, unixSeconds } from "@core/kit";
 import type { Db } from "@core/storage";
-import { atProvider, customerOfPlatform, ensurePlatformCustomer } from "./customers.js";
-import { customers, invoices, subscriptions, type CustomerRow, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
+import { checkCollection, collectBegun, openInvoice, refuseWhileCollecting, requireSettledPaid } from "./collection.js";
+import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer } from "./customers.js";
+import { customers, invoices, type CustomerRow, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, emitInvoiceEvent, finalizeDraft, linesOf, priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
+import { priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
 import { addMonthsClamped } from "./periods.js";
 import type { Plan, Tier } from "./plans.js";
 import { prorationLines } from "./proration.js";
-import { PaymentDeclined, type ChargeOutcome } from "./provider/types.js";
-import { advanceSubscription } from "./renewals.js";
-import { currentSubscription, lockUnderLease, toSecond, withSubscriptionLease } from "./subscriptions.js";
+import { retryOpenInvoicesNow, withUpToDateSubscription } from "./renewals.js";
+import { changeInProgress, currentSubscription, findSubscription, lockUnderLease, toSecond, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
 /** A preview's `prorationDate` stays good for 5 minutes (DESIGN §6.3). */
 const PRORATION_DATE_WINDOW_SECONDS = 300;
 
-async function chargeFor(engine: Engine, customer: CustomerRow, invoice: InvoiceRow, amounts: InvoiceAmounts, paymentMethodId: string | null, key: string): Promise<ChargeOutcome | null> {
-  if (amounts.chargeCents === 0) return null;
-  if (!paymentMethodId) throw conflict("PAYMENT_METHOD_REQUIRED", "The customer has no default payment method: add one first (POST /payment-methods/{id}/attach)");
-  return engine.provider.charge({
-    customerId: customer.id,
-    paymentMethodId,
-    amountCents: amounts.chargeCents,
-    currency: customer.currency,
-    invoiceId: invoice.id,
-    idempotencyKey: key,
-  });
-}
-
-/** A refused charge: its invoice is finalized void (numbers stay gapless) and the refusal answered, 402. */
-async function refused(engine: Engine, invoiceId: string, now: Date, outcome: Extract<ChargeOutcome, { status: "failed" }>): Promise<never> {
-  await engine.db.transaction(async (tx) => {
-    const voided = await finalizeDraft(tx, now, invoiceId, "void");
-    await emitInvoiceEvent(tx, "invoice.payment_failed", voided, now);
-  });
-  throw new PaymentDeclined(outcome.code, outcome.declineCode);
-}
-
-/** The draft a request made before (its retry after a crash), with its pricing, or null. */
-async function draftOfRequest(db: Db, requestKey: string): Promise<InvoiceRow | null> {
+/** The invoice a request made before (its retry, after a crash or to learn an unknown outcome), or null. */
+async function invoiceOfRequest(db: Db, requestKey: string): Promise<InvoiceRow | null> {
   const [row] = await db.select().from(invoices).where(eq(invoices.requestKey, requestKey));
   return row ?? null;
 }
 
-const amountsOf = async (db: Db, invoice: InvoiceRow): Promise<InvoiceAmounts> => ({
-  lines: (await linesOf(db, invoice.id)).map((l) => ({ kind: l.kind, description: l.description, amountCents: l.amountCents })),
-  subtotalCents: invoice.subtotalCents,
-  taxCents: invoice.taxCents,
-  totalCents: invoice.totalCents,
-  creditAppliedCents: invoice.creditAppliedCents,
-  amountDueCents: invoice.amountDueCents,
-  carriedForwardCents: invoice.amountCarriedCents,
-  chargeCents: invoice.amountDueCents - invoice.amountCarriedCents,
-  creditedBackCents: invoice.totalCents < 0 ? -invoice.totalCents : 0,
-});
+/**
+ * The outcome of a request's own invoice, found again by its retry (DESIGN §6.9): asked about when
+ * its check is due, then paid (the answer), void (the stored 402) or still pending (503 again).
+ */
+async function outcomeOfEarlier(engine: Engine, earlier: InvoiceRow): Promise<InvoiceRow> {
+  const fresh = earlier.collectionState !== null ? await checkCollection(engine, earlier.id, engine.logger) : earlier;
+  return requireSettledPaid(fresh);
+}
+
+/** An invoice of a request, and the subscription as its payment left it. */
+async function paidChange(engine: Engine, invoice: InvoiceRow): Promise<{ subscription: SubscriptionRow; invoice: InvoiceRow }> {
+  return { subscription: await findSubscription(engine.db, invoice.subscriptionId!), invoice };
+}
 
 /**
- * `POST /api/billing/upgrade` (DESIGN §6.3): free → a paid plan. The customer is made or brought up
- * to date, the payment method attached, the first period charged in full, and only then the plan
- * switched. A refused card changes nothing: the subscription stays free and the invoice is void.
- * `requestKey` comes from the idempotency record: its retry charges once.
+ * `POST /api/billing/upgrade` (DESIGN §6.3, §6.9): free → a paid plan. The customer is made or
+ * brought up to date and the card attached; the first period's invoice is finalized open with the
+ * upgrade as its intent, then collected: paid, the plan switches in the paying transaction; refused,
+ * the invoice is void and nothing changed (402); unknown, 503 PAYMENT_PENDING, and the request's
+ * retry (same `requestKey`) answers what it came to.
  */
 export async function upgrade(
   engine: Engine,
@@ -79,70 +60,48 @@ export async function upgrade(
   const plan = engine.catalogue.byId(input.planId);
   if (!plan) throw badRequest(`No plan "${input.planId}": see GET /plans`, { path: "planId" });
   if (plan.tier === "free") throw badRequest("The free plan is where a platform starts; choose starter, growth or scale", { path: "planId" });
-  const start = await engine.time.now();
-  const found = await currentSubscription(engine.db, engine.catalogue, input.platformId, start);
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.id, async (leaseId) => {
-    const now = toSecond(await engine.time.now());
-    await advanceSubscription(engine, found.id, now, leaseId);
-    const subscription = await currentSubscription(engine.db, engine.catalogue, input.platformId, now);
-    if (subscription.tier !== "free") throw conflict("ALREADY_SUBSCRIBED", `The platform is on ${subscription.tier} already: use POST /subscription/change-tier`);
-    const customer = await atProvider(engine, await ensurePlatformCustomer(engine.db, now, {
-      platformId: input.platformId,
-      userId: input.userId,
-      email: input.billingEmail,
-      currency: engine.catalogue.currency,
-    }));
-    // a retry of this request attaches nothing new: its charge must carry the first try's card
-    const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
-    const end = addMonthsClamped(now, 1);
-    let draft = await draftOfRequest(engine.db, input.requestKey);
-    const amounts = draft
-      ? await amountsOf(engine.db, draft)
-      : priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
-    draft ??= await createDraft(engine.db, now, {
-      customer,
-      platformId: input.platformId,
-      subscriptionId: subscription.id,
-      reason: "subscription_create",
-      periodStart: now,
-      periodEnd: end,
-      amounts,
-      requestKey: input.requestKey,
-    });
-    const outcome = await chargeFor(engine, customer, draft, amounts, card.id, input.requestKey);
-    const invoiceId = draft.id;
-    if (outcome?.status === "failed") await refused(engine, invoiceId, now, outcome);
-    await engine.provider.setDefaultPaymentMethod(customer.id, card.id);
-    return engine.db.transaction(async (tx) => {
-      const held = await lockUnderLease(tx, subscription.id, leaseId);
-      if (!held) throw new ApiError(409, "CHANGE_IN_PROGRESS", "The subscription changed while the payment was made; try again");
-      const invoice = await finalizeDraft(tx, now, invoiceId, "paid");
-      await tx.update(customers).set({ defaultPaymentMethodId: card.id, updatedAt: now }).where(eq(customers.id, customer.id));
-      const [upgraded] = await tx
-        .update(subscriptions)
-        .set({
-          customerId: customer.id,
-          tier: plan.tier,
-          planId: plan.id,
-          status: "active",
-          billingAnchor: now,
-          currentPeriodStart: now,
-          currentPeriodEnd: end,
-          cancelAtPeriodEnd: false,
-          pendingTier: null,
-          quantity,
-          pendingQuantity: null,
-          ...(input.metadata ? { metadata: input.metadata } : {}),
-          periodPaidCents: plan.priceCents * quantity,
-          periodCreditedCents: 0,
-          updatedAt: now,
-        })
-        .where(eq(subscriptions.id, subscription.id))
-        .returning();
-      await recordTier(tx, input.platformId, plan.tier, engine.time.wallNow());
-      return { subscription: upgraded!, invoice };
-    });
-  });
+  const locate = async () => (await currentSubscription(engine.db, engine.catalogue, input.platformId, await engine.time.now())).id;
+  const made = await withUpToDateSubscription(
+    engine,
+    locate,
+    async (leaseId, now): Promise<{ earlier: InvoiceRow } | { begun: InvoiceRow; customer: CustomerRow; cardId: string }> => {
+      const earlier = await invoiceOfRequest(engine.db, input.requestKey);
+      if (earlier) return { earlier };
+      const subscription = await currentSubscription(engine.db, engine.catalogue, input.platformId, now);
+      await refuseWhileCollecting(engine.db, subscription.id);
+      if (subscription.tier !== "free") throw conflict("ALREADY_SUBSCRIBED", `The platform is on ${subscription.tier} already: use POST /subscription/change-tier`);
+      const customer = await atProvider(
+        engine,
+        await ensurePlatformCustomer(engine.db, now, { platformId: input.platformId, userId: input.userId, email: input.billingEmail, currency: engine.catalogue.currency }),
+      );
+      // a retry of this request attaches nothing new: its charge must carry the first try's card
+      const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
+      const end = addMonthsClamped(now, 1);
+      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+      const begun = await engine.db.transaction(async (tx) => {
+        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
+        return openInvoice(tx, engine, now, {
+          customer,
+          platformId: input.platformId,
+          subscriptionId: subscription.id,
+          reason: "subscription_create",
+          periodStart: now,
+          periodEnd: end,
+          amounts,
+          requestKey: input.requestKey,
+          intent: { kind: "upgrade", tier: plan.tier, planId: plan.id, quantity, paymentMethodId: card.id, metadata: input.metadata ?? null },
+          paymentMethodId: card.id,
+        });
+      });
+      return { begun, customer, cardId: card.id };
+    },
+    engine.logger,
+  );
+  if ("earlier" in made) return paidChange(engine, await outcomeOfEarlier(engine, made.earlier));
+  const invoice = requireSettledPaid(await collectBegun(engine, made.begun, null, engine.logger));
+  // Stripe's record of the default card follows the engine's (its own portal shows it); the engine's is what charges
+  await engine.provider.setDefaultPaymentMethod(made.customer.id, made.cardId).catch((err: unknown) => engine.logger.warn({ err: (err as Error).message, customerId: made.customer.id }, "the provider did not take the new default card; the engine's default is set"));
+  return paidChange(engine, invoice);
 }
 
 export interface ChangePreview {
@@ -230,113 +189,182 @@ export function previewJson(preview: ChangePreview) {
   };
 }
 
-const nothingPending = (s: SubscriptionRow) => s.pendingTier === null && s.pendingQuantity === null;
+/** What a change asks for (a tier, seats, or both), and what else the same request sets (PATCH /subscriptions/{id}). */
+export interface ChangeRequest {
+  tier?: Tier;
+  quantity?: number;
+  /** a card of the customer's, attached already: charged for this change, and the default once it is paid */
+  defaultPaymentMethodId?: string;
+  cancelAtPeriodEnd?: boolean;
+  prorationDate?: number;
+  expectedAmountDueCents?: number;
+  requestKey: string;
+}
 
-function refuseSameOrFree(subscription: SubscriptionRow, to: ChangeTarget) {
+function refuseFree(subscription: SubscriptionRow) {
   if (subscription.tier === "free") {
     throw conflict("USE_UPGRADE", "The platform is on free: move it to a paid plan with POST /api/billing/upgrade, which takes a payment method");
   }
-  if (to.tier === subscription.tier && to.quantity === subscription.quantity && nothingPending(subscription)) {
-    throw conflict("SAME_TIER", to.quantity === 1 ? `The platform is on ${to.tier} already` : `The subscription is on ${to.quantity} × ${to.tier} already`);
-  }
+}
+
+/** `change-tier`'s refusal of a change that changes nothing (DESIGN §6.3): the same tier, and no other tier waiting. */
+function refuseSame(subscription: SubscriptionRow, tier: Tier) {
+  if (tier === subscription.tier && subscription.pendingTier === null) throw conflict("SAME_TIER", `The platform is on ${tier} already`);
 }
 
 /** `GET /subscription/proration-preview` (DESIGN §6.3): nothing is written. */
 export async function previewTierChange(engine: Engine, platformId: string, tier: Tier): Promise<ChangePreview> {
   const now = toSecond(await engine.time.now());
   const subscription = await currentSubscription(engine.db, engine.catalogue, platformId, now);
-  const target = { tier, quantity: subscription.quantity };
-  refuseSameOrFree(subscription, target);
-  return previewChange(engine, subscription, await customerOfPlatform(engine.db, platformId), target, now);
+  refuseFree(subscription);
+  refuseSame(subscription, tier);
+  return previewChange(engine, subscription, await customerOfPlatform(engine.db, platformId), { tier, quantity: subscription.quantity }, now);
 }
 
 /**
- * A change of the current subscription's tier and/or quantity: `POST /subscription/change-tier` and
- * `PATCH /subscriptions/{id}` (DESIGN §6.3). A higher price applies now and charges the prorated
- * difference at once (a refused card leaves everything as it was and voids the invoice); a lower one
- * waits for the period's end (`pendingTier`, `pendingQuantity`); asking for what is current while a
- * change waits calls it off. With the preview's `prorationDate` the charge is the preview's, to the
- * cent; with an `expectedAmountDueCents` that no longer holds, 409 AMOUNT_CHANGED and nothing changes.
+ * `POST /subscription/change-tier` (DESIGN §6.3): a change of the platform's tier. Asking for the
+ * current tier while a downgrade waits calls it off; asking for it with nothing waiting is 409 SAME_TIER.
  */
 export async function changePlan(
   engine: Engine,
-  input: { platformId: string; tier?: Tier; quantity?: number; prorationDate?: number; expectedAmountDueCents?: number; requestKey: string },
+  input: { platformId: string; tier: Tier; prorationDate?: number; expectedAmountDueCents?: number; requestKey: string },
 ): Promise<{ subscription: SubscriptionRow; invoice: InvoiceRow | null }> {
-  const targetOf = (s: SubscriptionRow): ChangeTarget => ({ tier: input.tier ?? (s.tier as Tier), quantity: input.quantity ?? s.quantity });
-  const start = await engine.time.now();
-  const found = await currentSubscription(engine.db, engine.catalogue, input.platformId, start);
-  refuseSameOrFree(found, targetOf(found));
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.id, async (leaseId) => {
-    const now = toSecond(await engine.time.now());
-    await advanceSubscription(engine, found.id, now, leaseId);
-    const subscription = await currentSubscription(engine.db, engine.catalogue, input.platformId, now);
-    const target = targetOf(subscription);
-    refuseSameOrFree(subscription, target);
-    const update = (tx: Db, set: Partial<typeof subscriptions.$inferInsert>) =>
-      tx.update(subscriptions).set({ ...set, updatedAt: now }).where(eq(subscriptions.id, subscription.id)).returning();
-
-    if (target.tier === subscription.tier && target.quantity === subscription.quantity) {
-      // what is current, while a change waits: the waiting change is called off
-      const [kept] = await update(engine.db, { pendingTier: null, pendingQuantity: null });
-      return { subscription: kept!, invoice: null };
-    }
-    const at = prorationInstant(input.prorationDate, now, subscription);
-    const customer = await customerOfPlatform(engine.db, input.platformId);
-    const preview = previewChange(engine, subscription, customer, target, at);
-    if (input.expectedAmountDueCents !== undefined && input.expectedAmountDueCents !== preview.amounts.amountDueCents) {
-      throw new ApiError(409, "AMOUNT_CHANGED", `The amount due is now ${preview.amounts.amountDueCents} cents, not ${input.expectedAmountDueCents}: preview again`, {
-        amountDueCents: preview.amounts.amountDueCents,
-      });
-    }
-    const newPlan = engine.catalogue.plan(target.tier);
-    const applied = { tier: newPlan.tier, planId: newPlan.id, quantity: target.quantity, pendingTier: null, pendingQuantity: null };
-    if (subscription.status === "trialing") {
-      // a trial keeps its end across changes, and nothing is charged during it (DESIGN §6.3)
-      return engine.db.transaction(async (tx) => {
-        const [changed] = await update(tx, applied);
-        if (newPlan.tier !== subscription.tier) await recordTier(tx, subscription.platformId, newPlan.tier, engine.time.wallNow());
-        return { subscription: changed!, invoice: null };
-      });
-    }
-    if (preview.prorationDate === null) {
-      const [scheduled] = await update(engine.db, {
-        pendingTier: target.tier === subscription.tier ? null : target.tier,
-        pendingQuantity: target.quantity === subscription.quantity ? null : target.quantity,
-      });
-      return { subscription: scheduled!, invoice: null };
-    }
-    if (!customer) throw conflict("NO_CUSTOMER", "The platform has no billing customer; upgrade it first");
-    let draft = await draftOfRequest(engine.db, input.requestKey);
-    const amounts = draft ? await amountsOf(engine.db, draft) : preview.amounts;
-    draft ??= await createDraft(engine.db, now, {
-      customer,
-      platformId: subscription.platformId,
-      subscriptionId: subscription.id,
-      reason: "subscription_update",
-      periodStart: at,
-      periodEnd: subscription.currentPeriodEnd,
-      amounts,
-      requestKey: input.requestKey,
-    });
-    const outcome = await chargeFor(engine, customer, draft, amounts, customer.defaultPaymentMethodId, input.requestKey);
-    const invoiceId = draft.id;
-    const [credit, charge] = [amounts.lines.filter((l) => l.kind === "proration" && l.amountCents < 0), amounts.lines.filter((l) => l.kind === "proration" && l.amountCents > 0)].map((ls) =>
-      Math.abs(ls.reduce((sum, l) => sum + l.amountCents, 0)),
-    );
-    if (outcome?.status === "failed") await refused(engine, invoiceId, now, outcome);
-    return engine.db.transaction(async (tx) => {
-      const held = await lockUnderLease(tx, subscription.id, leaseId);
-      if (!held) throw new ApiError(409, "CHANGE_IN_PROGRESS", "The subscription changed while the payment was made; try again");
-      const invoice = await finalizeDraft(tx, now, invoiceId, "paid");
-      const [changed] = await update(tx, {
-        ...applied,
-        periodPaidCents: held.periodPaidCents + charge!,
-        periodCreditedCents: held.periodCreditedCents + credit!,
-      });
-      if (newPlan.tier !== subscription.tier) await recordTier(tx, subscription.platformId, newPlan.tier, engine.time.wallNow());
-      return { subscription: changed!, invoice };
-    });
+  const found = await currentSubscription(engine.db, engine.catalogue, input.platformId, await engine.time.now());
+  refuseFree(found);
+  refuseSame(found, input.tier);
+  const locate = async () => (await currentSubscription(engine.db, engine.catalogue, input.platformId, await engine.time.now())).id;
+  return changeSubscription(engine, locate, input, (s) => {
+    refuseFree(s);
+    refuseSame(s, input.tier);
   });
+}
+
+/**
+ * `PATCH /subscriptions/{id}` (spec table B, DESIGN §6.9): the plan, the seats, the default card and
+ * the cancellation flag of a current subscription, as one change. A change that raises the period's
+ * price is charged now (with the new card, when one is given) and nothing of the request applies
+ * unless it is paid; otherwise everything applies in one transaction.
+ */
+export async function updateSubscription(engine: Engine, subscriptionId: string, input: Omit<ChangeRequest, "prorationDate" | "expectedAmountDueCents">) {
+  const ended = (s: SubscriptionRow) => {
+    if (!s.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended (status ${s.status})`);
+    if (s.tier === "free" && (input.tier !== undefined || input.quantity !== undefined)) refuseFree(s);
+    if (s.tier === "free" && input.cancelAtPeriodEnd) throw conflict("NOT_SUBSCRIBED", `Subscription ${subscriptionId} is on free: there is no paid subscription to cancel`);
+  };
+  const before = await findSubscription(engine.db, subscriptionId);
+  ended(before);
+  if (input.defaultPaymentMethodId !== undefined && !before.customerId) throw conflict("NO_CUSTOMER", `Subscription ${subscriptionId} is on free and has no customer to hold a card`);
+  const result = await changeSubscription(engine, async () => subscriptionId, input, ended);
+  return { before, ...result };
+}
+
+/**
+ * One change of a subscription under its lease, once it is up to date (DESIGN §6.3, §6.9): a higher
+ * price (a higher tier, more seats) applies now and charges Stripe's proration of the rest of the
+ * period — finalized open with the change as its intent, then collected; a lower one waits for the
+ * period's end (`pendingTier`, `pendingQuantity`); during a trial it applies at once, free. Asking for
+ * what is current calls off what waits for that field only: seats never touch a waiting tier or the
+ * cancellation. With the preview's `prorationDate` the charge is the preview's, to the cent; with an
+ * `expectedAmountDueCents` that no longer holds, 409 AMOUNT_CHANGED and nothing changes.
+ */
+async function changeSubscription(
+  engine: Engine,
+  locate: () => Promise<string>,
+  input: ChangeRequest,
+  refuse: (subscription: SubscriptionRow) => void,
+): Promise<{ subscription: SubscriptionRow; invoice: InvoiceRow | null }> {
+  const made = await withUpToDateSubscription(
+    engine,
+    locate,
+    async (leaseId, now): Promise<{ earlier: InvoiceRow } | { begun: InvoiceRow } | { subscription: SubscriptionRow; invoice: null }> => {
+      const earlier = await invoiceOfRequest(engine.db, input.requestKey);
+      if (earlier) return { earlier };
+      const subscription = await findSubscription(engine.db, await locate());
+      await refuseWhileCollecting(engine.db, subscription.id);
+      refuse(subscription);
+      const target: ChangeTarget = { tier: input.tier ?? (subscription.tier as Tier), quantity: input.quantity ?? subscription.quantity };
+      const customer = subscription.customerId ? await findCustomer(engine.db, subscription.customerId) : null;
+      const differs = target.tier !== subscription.tier || target.quantity !== subscription.quantity;
+      const at = differs ? prorationInstant(input.prorationDate, now, subscription) : now;
+      const preview = differs ? previewChange(engine, subscription, customer, target, at) : null;
+      if (preview && input.expectedAmountDueCents !== undefined && input.expectedAmountDueCents !== preview.amounts.amountDueCents) {
+        throw new ApiError(409, "AMOUNT_CHANGED", `The amount due is now ${preview.amounts.amountDueCents} cents, not ${input.expectedAmountDueCents}: preview again`, {
+          amountDueCents: preview.amounts.amountDueCents,
+        });
+      }
+      const plan = engine.catalogue.plan(target.tier);
+      const alsoAsked = {
+        ...(input.cancelAtPeriodEnd !== undefined ? { cancelAtPeriodEnd: input.cancelAtPeriodEnd } : {}),
+      };
+      // a change that applies without a charge: everything the request asked, in one transaction
+      const applyNow = (set: Partial<SubscriptionRow>) =>
+        engine.db.transaction(async (tx) => {
+          const held = await lockUnderLease(tx, subscription.id, leaseId);
+          if (!held) throw changeInProgress();
+          if (input.defaultPaymentMethodId !== undefined) {
+            await tx.update(customers).set({ defaultPaymentMethodId: input.defaultPaymentMethodId, updatedAt: now }).where(eq(customers.id, customer!.id));
+          }
+          const changed = await writeSubscription(tx, subscription, { ...set, ...alsoAsked, updatedAt: now });
+          if (changed.tier !== subscription.tier) await recordTier(tx, subscription.platformId, changed.tier, engine.time.wallNow());
+          return { subscription: changed, invoice: null };
+        });
+      const calledOff = {
+        ...(input.tier !== undefined ? { pendingTier: null } : {}),
+        ...(input.quantity !== undefined ? { pendingQuantity: null } : {}),
+      };
+      if (!preview) return applyNow(calledOff);
+      if (subscription.status === "trialing") {
+        // a trial keeps its end across changes, and nothing is charged during it (DESIGN §6.3)
+        return applyNow({ tier: plan.tier, planId: plan.id, quantity: target.quantity, ...calledOff });
+      }
+      if (preview.prorationDate === null) {
+        return applyNow({
+          ...(input.tier !== undefined ? { pendingTier: target.tier === subscription.tier ? null : target.tier } : {}),
+          ...(input.quantity !== undefined ? { pendingQuantity: target.quantity === subscription.quantity ? null : target.quantity } : {}),
+        });
+      }
+      if (!customer) throw conflict("NO_CUSTOMER", "The platform has no billing customer; upgrade it first");
+      const amounts = preview.amounts;
+      const sumOf = (sign: 1 | -1) => Math.abs(amounts.lines.filter((l) => l.kind === "proration" && Math.sign(l.amountCents) === sign).reduce((sum, l) => sum + l.amountCents, 0));
+      const intent: Intent = {
+        kind: target.tier !== subscription.tier ? "change_tier" : "seats",
+        tier: plan.tier,
+        planId: plan.id,
+        quantity: target.quantity,
+        chargedCents: sumOf(1),
+        creditedCents: sumOf(-1),
+        clearPendingTier: input.tier !== undefined,
+        clearPendingQuantity: input.quantity !== undefined,
+        defaultPaymentMethodId: input.defaultPaymentMethodId ?? null,
+        cancelAtPeriodEnd: input.cancelAtPeriodEnd ?? null,
+      };
+      const begun = await engine.db.transaction(async (tx) => {
+        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
+        return openInvoice(tx, engine, now, {
+          customer,
+          platformId: subscription.platformId,
+          subscriptionId: subscription.id,
+          reason: "subscription_update",
+          periodStart: at,
+          periodEnd: subscription.currentPeriodEnd,
+          amounts,
+          requestKey: input.requestKey,
+          intent,
+          paymentMethodId: input.defaultPaymentMethodId ?? customer.defaultPaymentMethodId,
+        });
+      });
+      return { begun };
+    },
+    engine.logger,
+  );
+  if ("subscription" in made) {
+    // a new default card retries what was refused with the old one (DESIGN §6.3)
+    if (input.defaultPaymentMethodId !== undefined && made.subscription.customerId) await retryOpenInvoicesNow(engine, made.subscription.customerId, engine.logger);
+    return made;
+  }
+  const invoice = "earlier" in made ? await outcomeOfEarlier(engine, made.earlier) : requireSettledPaid(await collectBegun(engine, made.begun, null, engine.logger));
+  if (input.defaultPaymentMethodId !== undefined) await retryOpenInvoicesNow(engine, invoice.customerId, engine.logger);
+  return paidChange(engine, invoice);
 }
 
 /** The instant a change is prorated at: the preview's, when it is recent and inside this period; else now. */
@@ -353,19 +381,24 @@ function prorationInstant(prorationDate: number | undefined, now: Date, subscrip
 /**
  * `POST /subscription/cancel` (DESIGN §6.3): the subscription ends at its period's end, and the
  * platform returns to free then; until then nothing changes. Cancelling twice answers the same.
+ * `cancel: false` resumes it.
  */
 export async function cancelAtPeriodEnd(engine: Engine, platformId: string, cancel: boolean): Promise<SubscriptionRow> {
-  const now = toSecond(await engine.time.now());
-  const found = await currentSubscription(engine.db, engine.catalogue, platformId, now);
+  const locate = async () => (await currentSubscription(engine.db, engine.catalogue, platformId, await engine.time.now())).id;
+  const found = await findSubscription(engine.db, await locate());
   if (found.tier === "free") throw conflict("NOT_SUBSCRIBED", "The platform is on free: there is no paid subscription to cancel");
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.id, async (leaseId) => {
-    await advanceSubscription(engine, found.id, now, leaseId);
-    const [row] = await engine.db
-      .update(subscriptions)
-      .set({ cancelAtPeriodEnd: cancel, updatedAt: now })
-      .where(and(eq(subscriptions.id, found.id), eq(subscriptions.current, true)))
-      .returning();
-    if (!row) throw conflict("NOT_SUBSCRIBED", "The subscription has ended already");
-    return row;
-  });
+  return withUpToDateSubscription(
+    engine,
+    locate,
+    async (leaseId, now) => {
+      const subscription = await findSubscription(engine.db, await locate());
+      if (subscription.tier === "free") throw conflict("NOT_SUBSCRIBED", "The subscription has ended already");
+      await refuseWhileCollecting(engine.db, subscription.id);
+      return engine.db.transaction(async (tx) => {
+        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
+        return writeSubscription(tx, subscription, { cancelAtPeriodEnd: cancel, updatedAt: now });
+      });
+    },
+    engine.logger,
+  );
 }

@@ -1,3 +1,4 @@
+import type { Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { BillingTime } from "./billing-time.js";
 import type { Catalogue } from "./plans.js";
@@ -13,4 +14,10 @@ export interface Engine {
   taxPercent: string;
   /** CORE_BILLING_USAGE_GRACE_SECONDS: a period's usage stays open this long after its end (DESIGN §6.5) */
   usageGraceSeconds: number;
+  /**
+   * How long a charge is waited for before its outcome is unknown (DESIGN §6.9): the provider's own
+   * budget (Stripe's timeout × its tries) and a little more.
+   */
+  chargeDeadlineMs: number;
+  logger: Logger;
 }

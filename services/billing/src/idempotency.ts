@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { PaymentPending } from "./collection.js";
 import { and, eq, lt } from "drizzle-orm";
 import { ApiError, conflict, newId, type Clock } from "@core/kit";
 import type { Db } from "@core/storage";
@@ -37,12 +38,15 @@ const isStoredRefusal = (err: unknown): err is ApiError => err instanceof ApiErr
 
 /**
  * Stripe's idempotency rules for every request that moves money (DESIGN §6.6). The key is claimed
- * with a lease before the effect starts and completed with the answer; the effect is given a
- * provider key, derived from the record, that its charge carries, so a retry after a crash reuses
- * it and cannot charge twice. Same key and body: the stored answer again. Same key, other body: 422
- * IDEMPOTENCY_KEY_REUSED. Same key while the first is running: 409 IDEMPOTENCY_KEY_IN_USE.
- * Refusals that changed nothing release the claim; a decline (402) is stored. Without a key the
- * effect runs once, with a provider key of its own.
+ * with a lease before the effect starts and completed with the answer. The effect is given the
+ * record's request key, drawn when the key was claimed: what the request makes (its invoice) carries
+ * it, so a retry after a crash, or after an unknown payment outcome, finds it again instead of
+ * making another, and a key claimed anew after 24 hours is a new request. Same key and body: the
+ * stored answer again. Same key, other body: 422 IDEMPOTENCY_KEY_REUSED. Same key while the first
+ * runs: 409 IDEMPOTENCY_KEY_IN_USE. Refusals that changed nothing release the claim; a decline (402)
+ * is stored; a payment whose outcome is unknown (503 PAYMENT_PENDING, DESIGN §6.9) keeps the claim
+ * without its lease, so the retry runs the effect again and answers what the payment came to.
+ * Without a key the effect runs once, with a request key of its own.
  */
 export class IdempotencyKeys {
   constructor(
@@ -50,18 +54,21 @@ export class IdempotencyKeys {
     private readonly clock: Clock,
   ) {}
 
-  async run(scope: { caller: string; route: string; key: string | undefined; request: unknown }, effect: (providerKey: string) => Promise<RouteAnswer>): Promise<KeyedAnswer> {
+  async run(scope: { caller: string; route: string; key: string | undefined; request: unknown }, effect: (requestKey: string) => Promise<RouteAnswer>): Promise<KeyedAnswer> {
     if (!scope.key) return { ...(await effect(newId("req"))), replayed: false };
     const claim = await this.claim(scope.caller, scope.route, scope.key, hashOf(scope.request));
     if ("answer" in claim) return { ...claim.answer, replayed: true };
     const where = and(eq(idempotencyKeys.caller, scope.caller), eq(idempotencyKeys.route, scope.route), eq(idempotencyKeys.key, scope.key));
     let answer: RouteAnswer;
     try {
-      answer = await effect(claim.providerKey);
+      answer = await effect(claim.requestKey);
     } catch (err) {
       if (isStoredRefusal(err)) {
         const body = { error: { code: err.code, message: err.message, details: err.details } };
         await this.db.update(idempotencyKeys).set({ state: "completed", responseStatus: err.status, responseBody: body }).where(where);
+      } else if (err instanceof PaymentPending) {
+        // the key stays the request's: its retry finds the invoice and answers what it came to
+        await this.db.update(idempotencyKeys).set({ lockedUntil: this.clock.now() }).where(and(where, eq(idempotencyKeys.state, "in_progress")));
       } else {
         // nothing was done, or nothing that a retry would repeat: the key is free again
         await this.db.delete(idempotencyKeys).where(and(where, eq(idempotencyKeys.state, "in_progress")));
@@ -72,15 +79,14 @@ export class IdempotencyKeys {
     return { ...answer, replayed: false };
   }
 
-  private async claim(caller: string, route: string, key: string, requestHash: string): Promise<{ providerKey: string } | { answer: RouteAnswer }> {
+  private async claim(caller: string, route: string, key: string, requestHash: string): Promise<{ requestKey: string } | { answer: RouteAnswer }> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const now = this.clock.now();
-      const providerKey = `idem_${createHash("sha256").update(`${caller}\n${route}\n${key}`).digest("base64url").slice(0, 32)}`;
       const [claimed] = await this.db
         .insert(idempotencyKeys)
-        .values({ caller, route, key, requestHash, state: "in_progress", lockedUntil: new Date(now.getTime() + LEASE_MS), providerKey, createdAt: now, expiresAt: new Date(now.getTime() + KEEP_MS) })
+        .values({ caller, route, key, requestHash, state: "in_progress", lockedUntil: new Date(now.getTime() + LEASE_MS), requestKey: newId("req"), createdAt: now, expiresAt: new Date(now.getTime() + KEEP_MS) })
         .onConflictDoNothing()
-        .returning({ providerKey: idempotencyKeys.providerKey });
+        .returning({ requestKey: idempotencyKeys.requestKey });
       if (claimed) return claimed;
       const where = and(eq(idempotencyKeys.caller, caller), eq(idempotencyKeys.route, route), eq(idempotencyKeys.key, key));
       const [held] = await this.db.select().from(idempotencyKeys).where(where);
@@ -95,12 +101,12 @@ export class IdempotencyKeys {
       }
       if (held.state === "completed") return { answer: { status: held.responseStatus!, body: held.responseBody } };
       if (held.lockedUntil > now) throw conflict("IDEMPOTENCY_KEY_IN_USE", "A request with this idempotency key is still being processed; retry shortly");
-      // the first attempt stopped mid-way (its lease ran out): this retry takes over, with its provider key
+      // the first attempt stopped mid-way (its lease ran out, or its payment's outcome is unknown): this retry takes over
       const [taken] = await this.db
         .update(idempotencyKeys)
         .set({ lockedUntil: new Date(now.getTime() + LEASE_MS) })
         .where(and(where, eq(idempotencyKeys.state, "in_progress"), eq(idempotencyKeys.lockedUntil, held.lockedUntil)))
-        .returning({ providerKey: idempotencyKeys.providerKey });
+        .returning({ requestKey: idempotencyKeys.requestKey });
       if (taken) return taken;
     }
     throw conflict("IDEMPOTENCY_KEY_IN_USE", "A request with this idempotency key is still being processed; retry shortly");

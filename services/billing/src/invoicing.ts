@@ -186,33 +186,25 @@ const SYSTEM: Actor = { actorType: "system", actorId: null };
 
 /**
  * Finalizes a draft inside the caller's transaction (DESIGN §6.4): the customer's next number, gapless,
- * is taken here, so numbers follow finalization order. `paid` and `open` move the balance as the
- * draft priced it (credit applied, carried debit collected, a due amount under the minimum carried
- * forward); `void` moves nothing (a refused first charge).
+ * is taken here, so numbers follow finalization order. The balance moves as the draft priced it
+ * (credit applied, carried debit collected, a due amount under the minimum carried forward): `open`
+ * is owed and collected next (DESIGN §6.9), `paid` had nothing to charge.
  */
-export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid" | "void"): Promise<InvoiceRow> {
+export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid"): Promise<InvoiceRow> {
   const [draft] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
   if (!draft || draft.status !== "draft") throw conflict("INVOICE_NOT_DRAFT", `Invoice ${invoiceId} is not a draft`);
   const customer = await lockCustomer(tx, draft.customerId);
   await tx.update(customers).set({ nextInvoiceNumber: customer.nextInvoiceNumber + 1 }).where(eq(customers.id, customer.id));
   const number = `${customer.invoicePrefix}-${String(customer.nextInvoiceNumber).padStart(4, "0")}`;
-  if (outcome !== "void") await applyToBalance(tx, now, draft, customer.currency);
+  await applyToBalance(tx, now, draft, customer.currency);
   const paid = outcome === "paid";
   const [row] = await tx
     .update(invoices)
-    .set({
-      number,
-      status: outcome,
-      finalizedAt: now,
-      paidAt: paid ? now : null,
-      voidedAt: outcome === "void" ? now : null,
-      amountPaidCents: paid ? draft.amountDueCents - draft.amountCarriedCents : 0,
-    })
+    .set({ number, status: outcome, finalizedAt: now, paidAt: paid ? now : null, amountPaidCents: paid ? draft.amountDueCents - draft.amountCarriedCents : 0 })
     .where(eq(invoices.id, invoiceId))
     .returning();
   await emitInvoiceEvent(tx, "invoice.finalized", row!, now);
   if (paid) await emitInvoiceEvent(tx, "invoice.paid", row!, now);
-  if (outcome === "void") await emitInvoiceEvent(tx, "invoice.voided", row!, now);
   return row!;
 }
 
@@ -237,38 +229,20 @@ async function applyToBalance(tx: Db, now: Date, invoice: InvoiceRow, currency: 
   if (invoice.totalCents < 0) await moveBalance(tx, now, invoice.customerId, -invoice.totalCents, on("proration_credit", "Credit from this invoice"));
 }
 
-/** An open invoice paid by a later attempt (dunning, a new payment method). */
-export async function markPaid(tx: Db, now: Date, invoice: InvoiceRow): Promise<InvoiceRow> {
-  const [row] = await tx
-    .update(invoices)
-    .set({ status: "paid", paidAt: now, amountPaidCents: invoice.amountDueCents - invoice.amountCarriedCents, nextAttemptAt: null })
-    .where(and(eq(invoices.id, invoice.id), eq(invoices.status, "open")))
-    .returning();
-  if (row) await emitInvoiceEvent(tx, "invoice.paid", row, now);
-  return row ?? invoice;
-}
-
 /**
- * Voids an open invoice (DESIGN §6.4): the balance it moved is given back (the credit it applied, the
- * debit it collected). A paid invoice cannot be voided; void and uncollectible ones stay as they are.
+ * Gives back the balance an invoice moved when it was finalized (the credit it applied, the debit it
+ * collected, what it carried forward): its void undoes them, in the voiding transaction.
  */
-export async function voidOpenInvoice(tx: Db, now: Date, invoiceId: string, actor: Actor): Promise<{ before: InvoiceRow; after: InvoiceRow }> {
-  rowsOf(await tx.execute(sql`select id from billing.invoices where id = ${invoiceId} for update`));
-  const [before] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
-  if (!before) throw notFound(`No invoice ${invoiceId}`);
-  if (before.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${before.status}; only an open invoice can be voided`);
+export async function giveBackBalance(tx: Db, now: Date, invoice: InvoiceRow, actor: Actor): Promise<void> {
   const restore = (amount: number, description: string) =>
-    moveBalance(tx, now, before.customerId, amount, { kind: "restored", description, invoiceId, currency: before.currency, ...actor });
-  if (before.creditAppliedCents > 0) await restore(before.creditAppliedCents, "Credit given back: its invoice was voided");
+    moveBalance(tx, now, invoice.customerId, amount, { kind: "restored", description, invoiceId: invoice.id, currency: invoice.currency, ...actor });
+  if (invoice.creditAppliedCents > 0) await restore(invoice.creditAppliedCents, "Credit given back: its invoice was voided");
   const [carried] = await tx
     .select({ amountCents: invoiceLines.amountCents })
     .from(invoiceLines)
-    .where(and(eq(invoiceLines.invoiceId, invoiceId), eq(invoiceLines.kind, "carried")));
+    .where(and(eq(invoiceLines.invoiceId, invoice.id), eq(invoiceLines.kind, "carried")));
   if (carried) await restore(-carried.amountCents, "Carried balance owed again: its invoice was voided");
-  if (before.amountCarriedCents > 0) await restore(before.amountCarriedCents, "Carried amount dropped: its invoice was voided");
-  const [after] = await tx.update(invoices).set({ status: "void", voidedAt: now, nextAttemptAt: null }).where(eq(invoices.id, invoiceId)).returning();
-  await emitInvoiceEvent(tx, "invoice.voided", after!, now);
-  return { before, after: after! };
+  if (invoice.amountCarriedCents > 0) await restore(invoice.amountCarriedCents, "Carried amount dropped: its invoice was voided");
 }
 
 export async function linesOf(db: Db, invoiceId: string): Promise<InvoiceLineRow[]> {
@@ -307,6 +281,9 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     finalizedAt: seconds(row.finalizedAt),
     paidAt: seconds(row.paidAt),
     customerSnapshot: row.customerSnapshot,
+    attemptCount: row.attemptCount,
+    nextPaymentAttempt: seconds(row.nextAttemptAt),
+    collection: row.collectionState ? { state: row.collectionState, since: seconds(row.collectionSince), nextCheckAt: seconds(row.nextCheckAt) } : null,
     lines: lines.map((line) => ({
       id: line.id,
       kind: line.kind,

@@ -1,15 +1,16 @@
 import { and, eq, sql } from "drizzle-orm";
-import { ApiError, badRequest, conflict, newId, type Clock } from "@core/kit";
+import { ApiError, badRequest, conflict, newId, notFound, type Clock } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
+import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPending, refuseWhileCollecting, requireSettledPaid, voidInvoice } from "./collection.js";
 import { findCustomer } from "./customers.js";
-import { invoices, operatorAudit, subscriptions, type SubscriptionRow } from "./db/schema.js";
+import { invoices, operatorAudit, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, emitInvoiceEvent, finalizeDraft, lockCustomer, markPaid, moveBalance, priceInvoice, type Actor } from "./invoicing.js";
+import { lockCustomer, moveBalance, priceInvoice, type Actor } from "./invoicing.js";
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
-import { advanceSubscription, returnToFree } from "./renewals.js";
-import { lockUnderLease, toSecond, withSubscriptionLease } from "./subscriptions.js";
+import { withUpToDateSubscription } from "./renewals.js";
+import { changeInProgress, findSubscription, lockUnderLease, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
 const DAY_SECONDS = 86_400;
@@ -60,34 +61,40 @@ export async function grantCredit(engine: Engine, input: { customerId: string; a
  * it is a trial of starter. At its end a new period starts there and is charged.
  */
 export async function startTrial(engine: Engine, subscriptionId: string, trialDays: number): Promise<{ before: SubscriptionRow; after: SubscriptionRow }> {
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId) => {
-    const now = toSecond(await engine.time.now());
-    await advanceSubscription(engine, subscriptionId, now, leaseId);
-    return engine.db.transaction(async (tx) => {
-      const before = await lockUnderLease(tx, subscriptionId, leaseId);
-      if (!before) throw conflict("CHANGE_IN_PROGRESS", "The subscription changed meanwhile; try again");
-      if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
-      const trialEnd = new Date(now.getTime() + trialDays * DAY_SECONDS * 1000);
-      const tier: Tier = before.tier === "free" ? "starter" : (before.tier as Tier);
-      if (before.tier !== "free" && before.status !== "trialing" && before.customerId) {
-        const plan = engine.catalogue.plan(before.tier as Tier);
-        const periodSeconds = (before.currentPeriodEnd.getTime() - before.currentPeriodStart.getTime()) / 1000;
-        const remaining = Math.max((before.currentPeriodEnd.getTime() - now.getTime()) / 1000, 0);
-        const creditable = Math.max(before.periodPaidCents - before.periodCreditedCents, 0);
-        const unused = Math.min(prorate(plan.priceCents * before.quantity, remaining, periodSeconds), creditable);
-        const customer = await findCustomer(tx, before.customerId);
-        await moveBalance(tx, now, before.customerId, unused, { kind: "trial_credit", description: `Unused time on ${plan.name}: a trial started`, currency: customer.currency, actorType: "system", actorId: null });
-      }
-      const plan = engine.catalogue.plan(tier);
-      const [after] = await tx
-        .update(subscriptions)
-        .set({ status: "trialing", tier, planId: plan.id, trialEnd, currentPeriodStart: now, currentPeriodEnd: trialEnd, periodPaidCents: 0, periodCreditedCents: 0, updatedAt: now })
-        .where(eq(subscriptions.id, subscriptionId))
-        .returning();
-      if (tier !== before.tier) await recordTier(tx, before.platformId, tier, engine.time.wallNow());
-      return { before, after: after! };
-    });
-  });
+  return withUpToDateSubscription(
+    engine,
+    async () => subscriptionId,
+    async (leaseId, now) => {
+      await refuseWhileCollecting(engine.db, subscriptionId);
+      return engine.db.transaction(async (tx) => {
+        const before = await lockUnderLease(tx, subscriptionId, leaseId);
+        if (!before) throw changeInProgress();
+        if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
+        const trialEnd = new Date(now.getTime() + trialDays * DAY_SECONDS * 1000);
+        const tier: Tier = before.tier === "free" ? "starter" : (before.tier as Tier);
+        if (before.tier !== "free" && before.status !== "trialing" && before.customerId) {
+          const plan = engine.catalogue.plan(before.tier as Tier);
+          const periodSeconds = (before.currentPeriodEnd.getTime() - before.currentPeriodStart.getTime()) / 1000;
+          const remaining = Math.max((before.currentPeriodEnd.getTime() - now.getTime()) / 1000, 0);
+          const creditable = Math.max(before.periodPaidCents - before.periodCreditedCents, 0);
+          const unused = Math.min(prorate(plan.priceCents * before.quantity, remaining, periodSeconds), creditable);
+          const customer = await findCustomer(tx, before.customerId);
+          await moveBalance(tx, now, before.customerId, unused, { kind: "trial_credit", description: `Unused time on ${plan.name}: a trial started`, currency: customer.currency, actorType: "system", actorId: null });
+        }
+        const plan = engine.catalogue.plan(tier);
+        const after = await writeSubscription(tx, before, { status: "trialing", tier, planId: plan.id, trialEnd, currentPeriodStart: now, currentPeriodEnd: trialEnd, periodPaidCents: 0, periodCreditedCents: 0, updatedAt: now });
+        if (tier !== before.tier) await recordTier(tx, before.platformId, tier, engine.time.wallNow());
+        return { before, after };
+      });
+    },
+    engine.logger,
+  );
+}
+
+/** Everything due of one subscription, done now: renewals and trial ends, each collected (an override that ended a trial). */
+async function bringUpToDate(engine: Engine, subscriptionId: string): Promise<SubscriptionRow> {
+  await withUpToDateSubscription(engine, async () => subscriptionId, async () => undefined, engine.logger);
+  return findSubscription(engine.db, subscriptionId);
 }
 
 /**
@@ -98,36 +105,38 @@ export async function overrideSubscription(engine: Engine, subscriptionId: strin
   if (input.planTier !== undefined && !TIERS.includes(input.planTier as Tier)) {
     throw badRequest(`planTier must be one of ${TIERS.join(", ")}`, [{ path: "planTier", message: `one of ${TIERS.join(", ")}`, code: "invalid_value" }]);
   }
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId) => {
-    const now = toSecond(await engine.time.now());
-    await advanceSubscription(engine, subscriptionId, now, leaseId);
-    const result = await engine.db.transaction(async (tx) => {
-      const before = await lockUnderLease(tx, subscriptionId, leaseId);
-      if (!before) throw conflict("CHANGE_IN_PROGRESS", "The subscription changed meanwhile; try again");
-      if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
-      const set: Partial<typeof subscriptions.$inferInsert> = { updatedAt: now };
-      if (input.planTier !== undefined) {
-        const plan = engine.catalogue.plan(input.planTier as Tier);
-        Object.assign(set, { tier: plan.tier, planId: plan.id, pendingTier: null });
-      }
-      if (input.trialEnd !== undefined) {
-        if (before.status !== "trialing" && input.trialEnd * 1000 <= now.getTime()) {
-          throw conflict("NOT_TRIALING", "A trialEnd in the past ends a trial, and this subscription is not in one: give a future trialEnd to start one");
+  const { before } = await withUpToDateSubscription(
+    engine,
+    async () => subscriptionId,
+    async (leaseId, now) => {
+      await refuseWhileCollecting(engine.db, subscriptionId);
+      return engine.db.transaction(async (tx) => {
+        const before = await lockUnderLease(tx, subscriptionId, leaseId);
+        if (!before) throw changeInProgress();
+        if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
+        const set: Partial<SubscriptionRow> = { updatedAt: now };
+        if (input.planTier !== undefined) {
+          const plan = engine.catalogue.plan(input.planTier as Tier);
+          Object.assign(set, { tier: plan.tier, planId: plan.id, pendingTier: null });
         }
-        const trialEnd = new Date(Math.max(input.trialEnd * 1000, now.getTime()));
-        const startsTrial = before.status !== "trialing";
-        Object.assign(set, { status: "trialing", trialEnd, currentPeriodEnd: trialEnd, ...(startsTrial ? { currentPeriodStart: now } : {}) });
-        if ((input.planTier ?? before.tier) === "free") Object.assign(set, { tier: "starter", planId: engine.catalogue.plan("starter").id });
-      }
-      const [after] = await tx.update(subscriptions).set(set).where(eq(subscriptions.id, subscriptionId)).returning();
-      if (after!.tier !== before.tier) await recordTier(tx, before.platformId, after!.tier, engine.time.wallNow());
-      return { before, after: after! };
-    });
-    // a trial end in the past (or now) ends the trial at once
-    await advanceSubscription(engine, subscriptionId, now, leaseId);
-    const [after] = await engine.db.select().from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    return { before: result.before, after: after! };
-  });
+        if (input.trialEnd !== undefined) {
+          if (before.status !== "trialing" && input.trialEnd * 1000 <= now.getTime()) {
+            throw conflict("NOT_TRIALING", "A trialEnd in the past ends a trial, and this subscription is not in one: give a future trialEnd to start one");
+          }
+          const trialEnd = new Date(Math.max(input.trialEnd * 1000, now.getTime()));
+          const startsTrial = before.status !== "trialing";
+          Object.assign(set, { status: "trialing", trialEnd, currentPeriodEnd: trialEnd, ...(startsTrial ? { currentPeriodStart: now } : {}) });
+          if ((input.planTier ?? before.tier) === "free") Object.assign(set, { tier: "starter", planId: engine.catalogue.plan("starter").id });
+        }
+        const after = await writeSubscription(tx, before, set);
+        if (after.tier !== before.tier) await recordTier(tx, before.platformId, after.tier, engine.time.wallNow());
+        return { before, after };
+      });
+    },
+    engine.logger,
+  );
+  // a trial end in the past (or now) ends the trial at once
+  return { before, after: await bringUpToDate(engine, subscriptionId) };
 }
 
 /**
@@ -135,33 +144,54 @@ export async function overrideSubscription(engine: Engine, subscriptionId: strin
  * without a refund: the platform returns to free.
  */
 export async function cancelSubscription(engine: Engine, subscriptionId: string, immediately: boolean) {
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId) => {
-    const now = toSecond(await engine.time.now());
-    await advanceSubscription(engine, subscriptionId, now, leaseId);
-    const [before] = await engine.db.select().from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    if (!before!.current || before!.tier === "free") throw conflict("NOT_SUBSCRIBED", `Subscription ${subscriptionId} is not a current paid subscription`);
-    await engine.db.transaction(async (tx) => {
-      if (!(await lockUnderLease(tx, subscriptionId, leaseId))) throw conflict("CHANGE_IN_PROGRESS", "The subscription changed meanwhile; try again");
-      if (immediately) await returnToFree(engine, tx, before!, now);
-      else await tx.update(subscriptions).set({ cancelAtPeriodEnd: true, updatedAt: now }).where(eq(subscriptions.id, subscriptionId));
-    });
-    const [after] = await engine.db.select().from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    return { before: before!, after: after! };
+  const before = await withUpToDateSubscription(
+    engine,
+    async () => subscriptionId,
+    async (leaseId, now) => {
+      await refuseWhileCollecting(engine.db, subscriptionId);
+      return engine.db.transaction(async (tx) => {
+        const held = await lockUnderLease(tx, subscriptionId, leaseId);
+        if (!held) throw changeInProgress();
+        if (!held.current || held.tier === "free") throw conflict("NOT_SUBSCRIBED", `Subscription ${subscriptionId} is not a current paid subscription`);
+        if (immediately) await returnToFree(engine, tx, held, now);
+        else await writeSubscription(tx, held, { cancelAtPeriodEnd: true, updatedAt: now });
+        return held;
+      });
+    },
+    engine.logger,
+  );
+  return { before, after: await findSubscription(engine.db, subscriptionId) };
+}
+
+/** The invoice a request made (its retry finds it), or null. */
+async function invoiceMadeBy(db: Db, requestKey: string): Promise<InvoiceRow | null> {
+  const [row] = await db.select().from(invoices).where(eq(invoices.requestKey, requestKey));
+  return row ?? null;
+}
+
+/** Runs `work` under the customer's current subscription's lease, with no payment of it in flight; without a subscription, as it is. */
+async function underCustomerSubscription<T>(engine: Engine, customerId: string, work: () => Promise<T>): Promise<T> {
+  const [current] = await engine.db.select({ id: subscriptions.id }).from(subscriptions).where(and(eq(subscriptions.customerId, customerId), eq(subscriptions.current, true)));
+  if (!current) return work();
+  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), current.id, async () => {
+    await refuseWhileCollecting(engine.db, current.id);
+    return work();
   });
 }
 
 /**
  * `POST /operator/invoices/generate` (DESIGN §6.4): invoices what is pending for the customer — a
- * carried debit — finalizes it and charges the default payment method. Usage is not pending here:
- * a period's usage is invoiced by its close, once its grace has ended (DESIGN §6.5). Nothing
- * pending: 409 NOTHING_TO_INVOICE.
+ * carried debit — finalizes it open and collects it from the default payment method (DESIGN §6.9): a
+ * refusal leaves it open for dunning's retries. Usage is not pending here: a period's usage is
+ * invoiced by its close, once its grace has ended (DESIGN §6.5). Nothing pending: 409 NOTHING_TO_INVOICE.
  */
-export async function generateInvoice(engine: Engine, input: { customerId: string; description?: string }, requestKey: string) {
-  const now = toSecond(await engine.time.now());
-  const [existing] = await engine.db.select().from(invoices).where(eq(invoices.requestKey, requestKey));
-  const draft =
-    existing ??
-    (await engine.db.transaction(async (tx) => {
+export async function generateInvoice(engine: Engine, input: { customerId: string; description?: string }, requestKey: string): Promise<InvoiceRow> {
+  const earlier = await invoiceMadeBy(engine.db, requestKey);
+  if (earlier) return answerCollected(earlier.collectionState !== null ? await checkCollection(engine, earlier.id, engine.logger) : earlier);
+  await findCustomer(engine.db, input.customerId);
+  const begun = await underCustomerSubscription(engine, input.customerId, async () => {
+    const now = toSecond(await engine.time.now());
+    return engine.db.transaction(async (tx) => {
       const customer = await lockCustomer(tx, input.customerId);
       const amounts = priceInvoice({ lines: [], taxPercent: engine.taxPercent, balanceCents: Math.min(customer.balanceCents, 0) });
       if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance (usage is invoiced when its period closes)");
@@ -171,7 +201,7 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
       }
       if (input.description) amounts.lines[0] = { ...amounts.lines[0]!, description: `${input.description} (${amounts.lines[0]!.description.toLowerCase()})` };
       const [current] = await tx.select().from(subscriptions).where(and(eq(subscriptions.customerId, customer.id), eq(subscriptions.current, true)));
-      return createDraft(tx, now, {
+      return openInvoice(tx, engine, now, {
         customer,
         platformId: customer.platformId ?? current?.platformId ?? "",
         subscriptionId: current?.id ?? null,
@@ -180,26 +210,66 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
         periodEnd: now,
         amounts,
         requestKey,
+        intent: { kind: "manual" },
+        paymentMethodId: customer.defaultPaymentMethodId,
       });
-    }));
-  let invoice = draft.status === "draft" ? await engine.db.transaction((tx) => finalizeDraft(tx, now, draft.id, "open")) : draft;
-  if (invoice.status !== "open") return invoice;
-  const customer = await findCustomer(engine.db, invoice.customerId);
-  const chargeCents = invoice.amountDueCents - invoice.amountCarriedCents;
-  if (chargeCents > 0 && customer.defaultPaymentMethodId) {
-    const outcome = await engine.provider.charge({ customerId: customer.id, paymentMethodId: customer.defaultPaymentMethodId, amountCents: chargeCents, currency: invoice.currency, invoiceId: invoice.id, idempotencyKey: requestKey });
-    if (outcome.status === "succeeded") invoice = await engine.db.transaction((tx) => markPaid(tx, now, invoice));
-    else {
-      await engine.db.transaction(async (tx) => {
-        const [failed] = await tx.update(invoices).set({ attemptCount: 1, lastDeclineCode: outcome.declineCode ?? outcome.code }).where(eq(invoices.id, invoice.id)).returning();
-        await emitInvoiceEvent(tx, "invoice.payment_failed", failed!, now);
-      });
-    }
-  } else if (chargeCents <= 0) {
-    invoice = await engine.db.transaction((tx) => markPaid(tx, now, invoice));
+    });
+  });
+  return answerCollected(await collectBegun(engine, begun, null, engine.logger));
+}
+
+/** A collected invoice as an answer: whatever it came to, unless its outcome is unknown yet (503 PAYMENT_PENDING). */
+function answerCollected(invoice: InvoiceRow): InvoiceRow {
+  if (invoice.collectionState !== null) throw new PaymentPending(invoice.id);
+  return invoice;
+}
+
+/**
+ * `POST /operator/invoices/{id}/pay` and the portal's "Pay now" (DESIGN §6.9): the next attempt of an
+ * open invoice, now, with the customer's default card or the one given. Paid: the invoice; refused:
+ * 402 (dunning counts it); unknown: 503 PAYMENT_PENDING, and the request's retry answers what that
+ * attempt came to, never beginning another.
+ */
+export async function payInvoice(engine: Engine, invoiceId: string, input: { paymentMethodId?: string; platformId?: string }, requestKey: string): Promise<InvoiceRow> {
+  const [found] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
+  if (!found || found.status === "draft" || (input.platformId !== undefined && found.platformId !== input.platformId)) throw notFound(`No invoice ${invoiceId}`);
+  if (found.attemptRequestKey === requestKey) return outcomeOfAttempt(found.collectionState !== null ? await checkCollection(engine, found.id, engine.logger) : found);
+  if (input.paymentMethodId !== undefined) {
+    const card = await engine.provider.find(input.paymentMethodId);
+    if (!card || card.customerId !== found.customerId) throw notFound(`No payment method ${input.paymentMethodId} on this invoice's customer`);
   }
-  const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoice.id));
-  return fresh!;
+  const begin = async () => {
+    const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
+    if (fresh!.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${fresh!.status}; only an open invoice is paid`);
+    if (fresh!.collectionState !== null) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} is in progress already`, { invoiceId });
+    const customer = await findCustomer(engine.db, fresh!.customerId);
+    const begun = await beginAttempt(engine.db, engine, invoiceId, fresh!.attemptCount, input.paymentMethodId ?? customer.defaultPaymentMethodId, requestKey);
+    if (!begun) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} began meanwhile`, { invoiceId });
+    return begun;
+  };
+  const begun = found.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.subscriptionId, begin) : await begin();
+  return outcomeOfAttempt(await collectBegun(engine, begun, null, engine.logger));
+}
+
+/**
+ * `POST /operator/invoices/{id}/void` (DESIGN §6.4): an open invoice with no payment in flight is
+ * void, and the balance it applied given back; a paid one cannot be (409), nor one being paid.
+ */
+export async function voidByOperator(engine: Engine, invoiceId: string, actor: Actor): Promise<{ before: InvoiceRow; after: InvoiceRow }> {
+  const now = await engine.time.now();
+  return engine.db.transaction(async (tx) => {
+    const [before] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId)).for("update");
+    if (!before || before.status === "draft") throw notFound(`No invoice ${invoiceId}`);
+    if (before.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${before.status}; only an open invoice can be voided`);
+    if (before.collectionState !== null) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} is in progress: it can be voided once its outcome is known`, { invoiceId });
+    return { before, after: await voidInvoice(tx, before, now, actor) };
+  });
+}
+
+/** What a request that began an attempt answers: the paid invoice, 402 with the provider's codes, or 503 while unknown. */
+function outcomeOfAttempt(invoice: InvoiceRow): InvoiceRow {
+  if (invoice.status === "paid") return invoice;
+  return requireSettledPaid(invoice);
 }
 
 /**

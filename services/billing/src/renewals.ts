@@ -1,331 +1,323 @@
-import { and, asc, eq, isNull, lt, lte, ne, or } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { Logger } from "@core/kit";
-import { isUniqueViolation, type Db } from "@core/storage";
+import { rowsOf, type Db } from "@core/storage";
+import { sql } from "drizzle-orm";
+import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoice } from "./collection.js";
 import { findCustomer } from "./customers.js";
-import { invoiceLines, invoices, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
+import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, emitInvoiceEvent, finalizeDraft, markPaid, priceInvoice, subscriptionLine } from "./invoicing.js";
-import { closePeriod, nextClose } from "./metering/close.js";
+import { priceInvoice, subscriptionLine } from "./invoicing.js";
+import { closePeriod } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
-import { HARD_DECLINES, type ChargeOutcome } from "./provider/types.js";
-import { freeSubscription, lockUnderLease, withSubscriptionLease } from "./subscriptions.js";
+import { lockUnderLease, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
-/** Retries of a refused renewal, in days after the first refusal (DESIGN §6.3). */
-export const RETRY_DAYS = [1, 3, 5] as const;
-const DAY_MS = 86_400_000;
+export { RETRY_DAYS } from "./collection.js";
 
-const NO_PAYMENT_METHOD = { code: "no_payment_method", declineCode: null, hard: false };
-
-type Failure = { code: string; declineCode: string | null; hard: boolean };
-
-/** A charge of the customer's default payment method, or the reason there is none to make. */
-async function chargeDefault(engine: Engine, invoice: InvoiceRow, key: string): Promise<{ paid: true } | ({ paid: false } & Failure)> {
-  const chargeCents = invoice.amountDueCents - invoice.amountCarriedCents;
-  if (chargeCents <= 0) return { paid: true };
-  const customer = await findCustomer(engine.db, invoice.customerId);
-  if (!customer.defaultPaymentMethodId) return { paid: false, ...NO_PAYMENT_METHOD };
-  let outcome: ChargeOutcome;
-  try {
-    outcome = await engine.provider.charge({
-      customerId: customer.id,
-      paymentMethodId: customer.defaultPaymentMethodId,
-      amountCents: chargeCents,
-      currency: invoice.currency,
-      invoiceId: invoice.id,
-      idempotencyKey: key,
-    });
-  } catch {
-    // the default card is gone (detached): as good as none
-    return { paid: false, ...NO_PAYMENT_METHOD };
-  }
-  return outcome.status === "succeeded" ? { paid: true } : { paid: false, code: outcome.code, declineCode: outcome.declineCode, hard: outcome.hard };
-}
-
-/**
- * Ends a subscription and puts the platform back on free (DESIGN §6.3): the row keeps its id with
- * status `canceled`, and a new free row, anchored where the old one ended, becomes current.
- */
-export async function returnToFree(engine: Engine, tx: Db, subscription: SubscriptionRow, at: Date): Promise<void> {
-  await tx.update(subscriptions).set({ status: "canceled", current: false, canceledAt: at, leaseId: null, leaseUntil: null, updatedAt: at }).where(eq(subscriptions.id, subscription.id));
-  await tx.insert(subscriptions).values(freeSubscription(engine.catalogue, subscription.platformId, at, subscription.customerId));
-  await recordTier(tx, subscription.platformId, "free", engine.time.wallNow());
+/** A period that was invoiced already while its subscription still shows it unrenewed: a fault to look at, not to retry blindly. */
+async function refuseSecondCycle(tx: Db, subscriptionId: string, periodStart: Date): Promise<void> {
+  const [made] = await tx
+    .select({ id: invoices.id })
+    .from(invoices)
+    .where(and(eq(invoices.subscriptionId, subscriptionId), eq(invoices.periodStart, periodStart), sql`${invoices.reason} in ('subscription_cycle', 'trial_end')`));
+  if (made) throw new Error(`subscription ${subscriptionId}: the period from ${periodStart.toISOString()} was invoiced already (${made.id})`);
 }
 
 /**
  * Brings one subscription up to `now` while its lease is held (DESIGN §6.3): each period that ended
  * is renewed in order — a pending downgrade or cancellation takes effect, the next period opens and
- * its base price is invoiced once and charged, a trial's end starts a paid period there. A refused
- * renewal makes it `past_due`, for the retries; a refused trial end returns it to free.
+ * its base price is invoiced once — until one needs a payment. That invoice, open with its first
+ * attempt begun, is answered for the caller to collect once the lease is released; nothing more of
+ * the subscription moves until its payment is settled. A trial's end is invoiced the same way.
  */
-export async function advanceSubscription(engine: Engine, subscriptionId: string, now: Date, leaseId: string): Promise<void> {
-  for (let guard = 0; guard < 1200; guard++) {
+export async function advanceSubscription(engine: Engine, subscriptionId: string, now: Date, leaseId: string): Promise<InvoiceRow | null> {
+  for (;;) {
     const [subscription] = await engine.db.select().from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    if (!subscription || !subscription.current || subscription.currentPeriodEnd > now) return;
+    if (!subscription || !subscription.current || subscription.currentPeriodEnd > now) return null;
+    // a payment in flight holds the subscription where it is until it is settled (DESIGN §6.9)
+    if (await inFlightInvoice(engine.db, subscriptionId)) return null;
     const at = subscription.currentPeriodEnd;
     if (subscription.cancelAtPeriodEnd) {
       await engine.db.transaction(async (tx) => {
         if (await lockUnderLease(tx, subscriptionId, leaseId)) await returnToFree(engine, tx, subscription, at);
       });
-      return;
+      return null;
     }
-    if (subscription.status === "trialing") {
-      await endTrial(engine, subscription, at, leaseId);
-      return;
-    }
+    if (subscription.status === "trialing") return endTrial(engine, subscription, at, leaseId);
     const tier = (subscription.pendingTier ?? subscription.tier) as Tier;
     const quantity = subscription.pendingQuantity ?? subscription.quantity;
     const plan = engine.catalogue.plan(tier);
     const period = periodAt(subscription.billingAnchor, at);
     const rolled = { tier, planId: plan.id, pendingTier: null, quantity, pendingQuantity: null, currentPeriodStart: period.start, currentPeriodEnd: period.end, periodPaidCents: 0, periodCreditedCents: 0, updatedAt: at };
-    if (tier === "free" || !subscription.customerId) {
-      if (tier !== "free") {
-        // a paid tier with nobody to bill (an operator's override of a free platform): back to free
-        await engine.db.transaction(async (tx) => {
-          if (await lockUnderLease(tx, subscriptionId, leaseId)) await returnToFree(engine, tx, subscription, at);
-        });
-        return;
-      }
+    if (tier !== "free" && !subscription.customerId) {
+      // a paid tier with nobody to bill (an operator's override of a free platform): back to free
       await engine.db.transaction(async (tx) => {
-        if (!(await lockUnderLease(tx, subscriptionId, leaseId))) return;
-        await tx.update(subscriptions).set({ ...rolled, status: "active" }).where(eq(subscriptions.id, subscriptionId));
-        if (subscription.tier !== tier) await recordTier(tx, subscription.platformId, tier, engine.time.wallNow());
+        if (await lockUnderLease(tx, subscriptionId, leaseId)) await returnToFree(engine, tx, subscription, at);
       });
-      continue;
+      return null;
     }
-    const invoice = await engine.db.transaction(async (tx) => {
-      if (!(await lockUnderLease(tx, subscriptionId, leaseId))) return null;
-      const customer = await findCustomer(tx, subscription.customerId!);
-      const amounts = priceInvoice({
-        lines: [subscriptionLine(plan, quantity, period.start, period.end)],
-        taxPercent: engine.taxPercent,
-        balanceCents: customer.balanceCents,
-      });
-      let renewal: InvoiceRow;
-      try {
-        const draft = await createDraft(tx, at, { customer, platformId: subscription.platformId, subscriptionId, reason: "subscription_cycle", periodStart: period.start, periodEnd: period.end, amounts });
-        renewal = await finalizeDraft(tx, at, draft.id, "open");
-        // due at once: a replica that dies before its charge leaves it to the next pass, which charges
-        // it with the same provider key (attempt 0), so a charge made before the crash is not made twice
-        const [due] = await tx.update(invoices).set({ nextAttemptAt: at }).where(eq(invoices.id, renewal.id)).returning();
-        renewal = due!;
-      } catch (err) {
-        // each (subscription, period) is invoiced once: the unique index holds against any race
-        if (!isUniqueViolation(err, "invoices_one_cycle_per_period_key")) throw err;
-        return null;
-      }
-      await tx.update(subscriptions).set({ ...rolled, status: subscription.status }).where(eq(subscriptions.id, subscriptionId));
+    const due = await engine.db.transaction(async (tx): Promise<InvoiceRow | "stop" | null> => {
+      if (!(await lockUnderLease(tx, subscriptionId, leaseId))) return "stop";
+      await writeSubscription(tx, subscription, { ...rolled, status: tier === "free" ? "active" : subscription.status });
       if (subscription.tier !== tier) await recordTier(tx, subscription.platformId, tier, engine.time.wallNow());
-      return renewal;
+      if (tier === "free") return null;
+      await refuseSecondCycle(tx, subscriptionId, period.start);
+      const customer = await findCustomer(tx, subscription.customerId!);
+      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+      const renewal = await openInvoice(tx, engine, at, {
+        customer,
+        platformId: subscription.platformId,
+        subscriptionId,
+        reason: "subscription_cycle",
+        periodStart: period.start,
+        periodEnd: period.end,
+        amounts,
+        intent: { kind: "renewal" },
+        paymentMethodId: customer.defaultPaymentMethodId,
+      });
+      return renewal.status === "open" ? renewal : null;
     });
-    if (!invoice) continue;
-    await settleAttempt(engine, invoice, 0, at, leaseId);
+    if (due === "stop") return null;
+    if (due) return due;
   }
-}
-
-/** What an invoice charged for its period's subscription (its `subscription` lines): the most a later change may credit back. */
-async function periodChargeOf(tx: Db, invoiceId: string): Promise<number> {
-  const lines = await tx.select({ amountCents: invoiceLines.amountCents }).from(invoiceLines).where(and(eq(invoiceLines.invoiceId, invoiceId), eq(invoiceLines.kind, "subscription")));
-  return lines.reduce((sum, line) => sum + line.amountCents, 0);
-}
-
-/**
- * Charges an open renewal invoice (attempt 0 at renewal, then the retries) and records the outcome:
- * paid makes the subscription active; a refusal schedules the next retry, or, when they are spent or
- * the decline is hard, makes the invoice uncollectible and returns the platform to free.
- */
-async function settleAttempt(engine: Engine, invoice: InvoiceRow, attempt: number, at: Date, leaseId: string): Promise<void> {
-  const result = await chargeDefault(engine, invoice, `cycle:${invoice.id}:${attempt}`);
-  await engine.db.transaction(async (tx) => {
-    if (!invoice.subscriptionId || !(await lockUnderLease(tx, invoice.subscriptionId, leaseId))) return;
-    const [subscription] = await tx.select().from(subscriptions).where(eq(subscriptions.id, invoice.subscriptionId));
-    if (result.paid) {
-      await recordPaid(tx, invoice, subscription ?? null, at);
-      return;
-    }
-    const attempts = attempt + 1;
-    const spent = result.hard || attempts > RETRY_DAYS.length;
-    const firstRefusal = invoice.finalizedAt ?? at;
-    const [failed] = await tx
-      .update(invoices)
-      .set({
-        attemptCount: attempts,
-        lastDeclineCode: result.declineCode ?? result.code,
-        status: spent ? "uncollectible" : "open",
-        nextAttemptAt: spent ? null : new Date(firstRefusal.getTime() + RETRY_DAYS[attempt]! * DAY_MS),
-      })
-      .where(eq(invoices.id, invoice.id))
-      .returning();
-    await emitInvoiceEvent(tx, "invoice.payment_failed", failed!, at);
-    if (!subscription?.current) return;
-    if (spent) await returnToFree(engine, tx, subscription, at);
-    else await tx.update(subscriptions).set({ status: "past_due", updatedAt: at }).where(eq(subscriptions.id, subscription.id));
-  });
-}
-
-/**
- * An open invoice is paid (a charge of ours, or one Stripe reports by webhook): the invoice is
- * marked paid once (only an open one changes), and its current subscription is active again when
- * nothing else of it is owed. Runs in the transaction that holds the subscription's lease.
- */
-export async function recordPaid(tx: Db, invoice: InvoiceRow, subscription: SubscriptionRow | null, at: Date): Promise<void> {
-  await markPaid(tx, at, invoice);
-  const paidForPeriod = subscription && invoice.reason !== "usage" && invoice.periodStart.getTime() === subscription.currentPeriodStart.getTime();
-  if (!subscription?.current) return;
-  // past due until nothing of it is owed any more (a renewal and a usage invoice may both be open)
-  const [stillOwed] = await tx
-    .select({ id: invoices.id })
-    .from(invoices)
-    .where(and(eq(invoices.subscriptionId, subscription.id), eq(invoices.status, "open"), ne(invoices.id, invoice.id)))
-    .limit(1);
-  await tx
-    .update(subscriptions)
-    .set({
-      ...(subscription.status === "past_due" && !stillOwed ? { status: "active" as const } : {}),
-      ...(paidForPeriod ? { periodPaidCents: await periodChargeOf(tx, invoice.id) } : {}),
-      updatedAt: at,
-    })
-    .where(eq(subscriptions.id, subscription.id));
 }
 
 /**
  * The end of a trial (DESIGN §6.3): a new period starts there, the anchor moves to it, and it is
- * charged to the default payment method; with none, or a refused payment, the platform returns to free.
+ * invoiced to the default payment method; paid, the subscription is active on it; refused, or with
+ * nobody to bill, the platform returns to free.
  */
-async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date, leaseId: string): Promise<void> {
+async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date, leaseId: string): Promise<InvoiceRow | null> {
   const tier = (subscription.pendingTier ?? subscription.tier) as Tier;
   const quantity = subscription.pendingQuantity ?? subscription.quantity;
   const plan = engine.catalogue.plan(tier);
   const period = periodOf(at, 0);
-  const customer = subscription.customerId ? await findCustomer(engine.db, subscription.customerId) : null;
-  if (!customer || tier === "free") {
-    await engine.db.transaction(async (tx) => {
-      if (await lockUnderLease(tx, subscription.id, leaseId)) await returnToFree(engine, tx, subscription, at);
-    });
-    return;
-  }
-  const amounts = priceInvoice({
-    lines: [subscriptionLine(plan, quantity, period.start, period.end)],
-    taxPercent: engine.taxPercent,
-    balanceCents: customer.balanceCents,
-  });
-  let draft: InvoiceRow;
-  try {
-    draft = await createDraft(engine.db, at, { customer, platformId: subscription.platformId, subscriptionId: subscription.id, reason: "trial_end", periodStart: period.start, periodEnd: period.end, amounts });
-  } catch (err) {
-    if (!isUniqueViolation(err, "invoices_one_cycle_per_period_key")) throw err;
-    return;
-  }
-  const result = await chargeDefault(engine, draft, `trial:${draft.id}`);
-  await engine.db.transaction(async (tx) => {
-    if (!(await lockUnderLease(tx, subscription.id, leaseId))) return;
-    if (!result.paid) {
-      const voided = await finalizeDraft(tx, at, draft.id, "void");
-      await emitInvoiceEvent(tx, "invoice.payment_failed", voided, at);
+  return engine.db.transaction(async (tx) => {
+    if (!(await lockUnderLease(tx, subscription.id, leaseId))) return null;
+    if (!subscription.customerId || tier === "free") {
       await returnToFree(engine, tx, subscription, at);
-      return;
+      return null;
     }
-    await finalizeDraft(tx, at, draft.id, "paid");
-    await tx
-      .update(subscriptions)
-      .set({
-        status: "active",
-        tier,
-        planId: plan.id,
-        pendingTier: null,
-        quantity,
-        pendingQuantity: null,
-        billingAnchor: at,
-        currentPeriodStart: period.start,
-        currentPeriodEnd: period.end,
-        periodPaidCents: plan.priceCents * quantity,
-        periodCreditedCents: 0,
-        updatedAt: at,
-      })
-      .where(eq(subscriptions.id, subscription.id));
-    if (tier !== subscription.tier) await recordTier(tx, subscription.platformId, tier, engine.time.wallNow());
-  });
-}
-
-/** A retry of a refused renewal that is due (DESIGN §6.3), under its subscription's lease. */
-async function retryInvoice(engine: Engine, invoice: InvoiceRow, now: Date): Promise<void> {
-  if (!invoice.subscriptionId) return;
-  await withSubscriptionLease(engine.db, () => engine.time.wallNow(), invoice.subscriptionId, async (leaseId) => {
-    const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoice.id));
-    if (!fresh || fresh.status !== "open" || !fresh.nextAttemptAt || fresh.nextAttemptAt > now) return;
-    await settleAttempt(engine, fresh, fresh.attemptCount, fresh.nextAttemptAt, leaseId);
+    await refuseSecondCycle(tx, subscription.id, period.start);
+    const customer = await findCustomer(tx, subscription.customerId);
+    const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+    const invoice = await openInvoice(tx, engine, at, {
+      customer,
+      platformId: subscription.platformId,
+      subscriptionId: subscription.id,
+      reason: "trial_end",
+      periodStart: period.start,
+      periodEnd: period.end,
+      amounts,
+      intent: { kind: "trial_end", tier, planId: plan.id, quantity },
+      paymentMethodId: customer.defaultPaymentMethodId,
+    });
+    return invoice.status === "open" ? invoice : null;
   });
 }
 
 /**
- * Retries a customer's open renewals at once: a new default payment method was given (DESIGN §6.3).
+ * Runs `change` holding the subscription's lease once everything due of it has happened: a renewal
+ * or trial end that comes due is collected first, outside the lease, as the worker would. `locate`
+ * names the subscription again each round (a renewal may have ended it and made another current).
  */
-export async function retryOpenInvoicesNow(engine: Engine, customerId: string): Promise<void> {
-  const now = await engine.time.now();
-  const open = await engine.db
-    .select()
-    .from(invoices)
-    .where(and(eq(invoices.customerId, customerId), eq(invoices.status, "open")));
-  for (const invoice of open) {
-    if (!invoice.subscriptionId) continue;
-    await withSubscriptionLease(engine.db, () => engine.time.wallNow(), invoice.subscriptionId, (leaseId) => settleAttempt(engine, invoice, invoice.attemptCount, now, leaseId));
+export async function withUpToDateSubscription<T>(engine: Engine, locate: () => Promise<string>, change: (leaseId: string, now: Date) => Promise<T>, logger?: Logger): Promise<T> {
+  for (;;) {
+    const subscriptionId = await locate();
+    const step = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
+      const now = toSecond(await engine.time.now());
+      const due = await advanceSubscription(engine, subscriptionId, now, leaseId);
+      return due ? { due } : { done: await change(leaseId, now) };
+    });
+    if ("done" in step) return step.done;
+    await collectBegun(engine, step.due, step.due.finalizedAt, logger);
   }
 }
 
-type Due =
-  | { kind: "subscription"; row: SubscriptionRow; at: Date }
-  | { kind: "retry"; row: InvoiceRow; at: Date }
-  | { kind: "close"; row: { id: string; platformId: string; periodStart: Date }; at: Date };
+/**
+ * A retry of an open invoice (dunning, DESIGN §6.3; a usage invoice's first charge): attempt
+ * `attemptCount` begins with the customer's default card under the subscription's lease, then is
+ * collected. Answers the invoice as it stands after, or null when it was not due any more.
+ */
+async function retryInvoice(engine: Engine, invoiceId: string, now: Date, logger?: Logger): Promise<InvoiceRow | null> {
+  const begin = async (db: Db): Promise<InvoiceRow | null> => {
+    const [fresh] = await db.select().from(invoices).where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), isNull(invoices.collectionState)));
+    if (!fresh || !fresh.nextAttemptAt || fresh.nextAttemptAt > now) return null;
+    if (fresh.subscriptionId && (await inFlightInvoice(db, fresh.subscriptionId))) return null;
+    const customer = await findCustomer(db, fresh.customerId);
+    return beginAttempt(db, engine, fresh.id, fresh.attemptCount, customer.defaultPaymentMethodId);
+  };
+  const [due] = await engine.db.select({ subscriptionId: invoices.subscriptionId, at: invoices.nextAttemptAt }).from(invoices).where(eq(invoices.id, invoiceId));
+  if (!due) return null;
+  const begun = due.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.subscriptionId, () => begin(engine.db)) : await begin(engine.db);
+  return begun ? collectBegun(engine, begun, due.at, logger) : null;
+}
 
-/** The earliest thing due by `now`: a period's end (renewal, trial end, cancellation), a retry, or a period's close. */
-async function nextDue(engine: Engine, now: Date, wallNow: Date): Promise<Due | null> {
-  const { db } = engine;
-  const [subscription] = await db
-    .select()
-    .from(subscriptions)
-    .where(and(eq(subscriptions.current, true), lte(subscriptions.currentPeriodEnd, now), or(isNull(subscriptions.leaseUntil), lt(subscriptions.leaseUntil, wallNow))))
-    .orderBy(asc(subscriptions.currentPeriodEnd), asc(subscriptions.id))
-    .limit(1);
-  const [retry] = await db
-    .select()
+/** Retries a customer's refused invoices at once: a new default payment method was given (DESIGN §6.3). */
+export async function retryOpenInvoicesNow(engine: Engine, customerId: string, logger?: Logger): Promise<void> {
+  const now = await engine.time.now();
+  const refused = await engine.db
+    .select({ id: invoices.id })
     .from(invoices)
-    .where(and(eq(invoices.status, "open"), lte(invoices.nextAttemptAt, now)))
-    .orderBy(asc(invoices.nextAttemptAt), asc(invoices.id))
-    .limit(1);
-  const close = await nextClose(db, now, engine.usageGraceSeconds);
+    .where(and(eq(invoices.customerId, customerId), eq(invoices.status, "open"), isNull(invoices.collectionState)));
+  for (const { id } of refused) {
+    // due now: the retry's begin checks it again under the subscription's lease
+    await engine.db.update(invoices).set({ nextAttemptAt: now }).where(and(eq(invoices.id, id), eq(invoices.status, "open"), isNull(invoices.collectionState)));
+    await retryInvoice(engine, id, now, logger);
+  }
+}
+
+/** One due item of the worker (DESIGN §6.9): each has its own next time, and its own backoff when it fails. */
+type Due =
+  | { kind: "check"; id: string; platformId: string; at: Date }
+  | { kind: "subscription"; id: string; platformId: string; at: Date }
+  | { kind: "retry"; id: string; platformId: string; at: Date }
+  | { kind: "close"; id: string; platformId: string; periodStart: Date; at: Date };
+
+const itemOf = (due: Pick<Due, "kind" | "id">) => `${due.kind}:${due.id}`;
+/** Items a replica works on at once: one provider that hangs for one customer holds one of them. */
+const CONCURRENCY = 4;
+const backoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.min(failures, 12), 300_000);
+
+/**
+ * Not in backoff, and of no platform this replica is working on: the SQL condition on an item. One
+ * platform's items go one at a time, in time order (a renewal before the close after it), and never
+ * lock the same rows at once.
+ */
+const available = (item: ReturnType<typeof sql>, platform: ReturnType<typeof sql>, wall: Date, busy: string[]) =>
+  sql`not exists (select 1 from billing.work_backoff b where b.item = ${item} and b.not_before > ${wall.toISOString()}::timestamptz)
+      ${busy.length > 0 ? sql`and ${platform} not in (${sql.join(busy.map((k) => sql`${k}`), sql`, `)})` : sql``}`;
+
+const time = (value: Date | string) => (value instanceof Date ? value : new Date(value));
+
+/**
+ * The next item due: a check of a payment whose outcome is unknown (first: it frees a subscription),
+ * else the earliest by billing time of a period's end (renewal, trial end, cancellation), a period's
+ * close and a dunning retry — at one instant in that order, so a close's invoice is charged after it is
+ * made. A subscription whose payment is in flight, or whose lease another holds, waits.
+ */
+async function nextDue(engine: Engine, now: Date, wall: Date, busy: string[]): Promise<Due | null> {
+  const { db } = engine;
+  const [check] = rowsOf<{ id: string; platform_id: string; at: Date | string }>(
+    await db.execute(sql`select id, platform_id, next_check_at as at from billing.invoices i
+      where collection_state is not null and next_check_at <= ${wall.toISOString()}::timestamptz and ${available(sql`'check:' || i.id`, sql`i.platform_id`, wall, busy)}
+      order by next_check_at, id limit 1`),
+  );
+  if (check) return { kind: "check", id: check.id, platformId: check.platform_id, at: time(check.at) };
+  const [subscription] = rowsOf<{ id: string; platform_id: string; at: Date | string }>(
+    await db.execute(sql`select id, platform_id, current_period_end as at from billing.subscriptions s
+      where current and current_period_end <= ${now.toISOString()}::timestamptz
+        and (lease_until is null or lease_until < ${wall.toISOString()}::timestamptz)
+        and not exists (select 1 from billing.invoices i where i.subscription_id = s.id and i.collection_state is not null)
+        and ${available(sql`'subscription:' || s.id`, sql`s.platform_id`, wall, busy)}
+      order by current_period_end, id limit 1`),
+  );
+  const [retry] = rowsOf<{ id: string; platform_id: string; at: Date | string }>(
+    await db.execute(sql`select id, platform_id, next_attempt_at as at from billing.invoices i
+      where status = 'open' and collection_state is null and next_attempt_at <= ${now.toISOString()}::timestamptz
+        and not exists (select 1 from billing.invoices j where j.subscription_id = i.subscription_id and j.collection_state is not null)
+        and ${available(sql`'retry:' || i.id`, sql`i.platform_id`, wall, busy)}
+      order by next_attempt_at, id limit 1`),
+  );
+  const cutoff = new Date(now.getTime() - engine.usageGraceSeconds * 1000);
+  const [close] = rowsOf<{ platform_id: string; period_start: Date | string; period_end: Date | string }>(
+    await db.execute(sql`select platform_id, period_start, period_end from billing.usage_periods p
+      where status = 'open' and period_end <= ${cutoff.toISOString()}::timestamptz
+        and ${available(sql`'close:' || p.platform_id || '@' || floor(extract(epoch from p.period_start))::bigint`, sql`p.platform_id`, wall, busy)}
+      order by period_end, platform_id limit 1`),
+  );
   const due: Due[] = [];
-  if (subscription) due.push({ kind: "subscription", row: subscription, at: subscription.currentPeriodEnd });
-  if (retry) due.push({ kind: "retry", row: retry, at: retry.nextAttemptAt! });
-  if (close) due.push({ kind: "close", row: { id: `${close.platformId}@${close.periodStart.toISOString()}`, ...close }, at: close.at });
-  // earliest first; at one instant a renewal before a close before a retry, so a close's invoice is charged after it is made
-  const rank = { subscription: 0, close: 1, retry: 2 } as const;
+  if (subscription) due.push({ kind: "subscription", id: subscription.id, platformId: subscription.platform_id, at: time(subscription.at) });
+  if (close) {
+    const periodStart = time(close.period_start);
+    due.push({ kind: "close", id: `${close.platform_id}@${Math.floor(periodStart.getTime() / 1000)}`, platformId: close.platform_id, periodStart, at: new Date(time(close.period_end).getTime() + engine.usageGraceSeconds * 1000) });
+  }
+  if (retry) due.push({ kind: "retry", id: retry.id, platformId: retry.platform_id, at: time(retry.at) });
+  const rank = { check: 0, subscription: 1, close: 2, retry: 3 } as const;
   due.sort((a, b) => a.at.getTime() - b.at.getTime() || rank[a.kind] - rank[b.kind]);
   return due[0] ?? null;
 }
 
-/**
- * Runs everything due by `now` in time order — renewals, trial ends, cancellations, retries, period
- * closes — across all subscriptions (DESIGN §6.3, §6.5). Every replica runs it; leases keep two replicas off one
- * subscription, and the invoice's unique index keeps a period from being invoiced twice.
- */
-export async function runDue(engine: Engine, now: Date, logger?: Logger): Promise<number> {
-  let done = 0;
-  for (let guard = 0; guard < 10_000; guard++) {
-    const due = await nextDue(engine, now, engine.time.wallNow());
-    if (!due) return done;
-    try {
-      if (due.kind === "retry") await retryInvoice(engine, due.row, now);
-      else if (due.kind === "close") await closePeriod(engine, due.row.platformId, due.row.periodStart, due.at);
-      // only what falls due at this instant: the next pass takes the next earliest, whoever's it is
-      else await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.row.id, (leaseId) => advanceSubscription(engine, due.row.id, due.at, leaseId));
-      done++;
-    } catch (err) {
-      logger?.error({ err: (err as Error).message, kind: due.kind, id: due.row.id }, "billing work failed; it is tried again on the next pass");
-      return done;
+/** One item's work. A subscription's renewal is made under its lease; its payment is collected after. */
+async function work(engine: Engine, due: Due, logger?: Logger): Promise<void> {
+  switch (due.kind) {
+    case "check":
+      await checkCollection(engine, due.id, logger);
+      return;
+    case "retry":
+      await retryInvoice(engine, due.id, due.at, logger);
+      return;
+    case "close":
+      await closePeriod(engine, due.platformId, due.periodStart, due.at);
+      return;
+    case "subscription": {
+      // only what falls due at this instant: the next item is the next earliest, whoever's it is
+      const begun = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.id, (leaseId) => advanceSubscription(engine, due.id, due.at, leaseId));
+      if (begun) await collectBegun(engine, begun, begun.finalizedAt, logger);
+      return;
     }
   }
-  return done;
+}
+
+/** Lets the requests waiting for the event loop (and, on PGlite, for the database) go first. */
+const yieldToRequests = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+async function noteFailure(db: Db, item: string, err: unknown, wall: Date): Promise<void> {
+  const message = ((err as Error).message || String(err)).slice(0, 500);
+  await db
+    .insert(workBackoff)
+    .values({ item, failures: 1, notBefore: new Date(wall.getTime() + backoffMs(0)), lastError: message })
+    .onConflictDoUpdate({
+      target: workBackoff.item,
+      set: { failures: sql`${workBackoff.failures} + 1`, notBefore: sql`${new Date(wall.getTime()).toISOString()}::timestamptz + least(interval '1 second' * power(2, least(${workBackoff.failures}, 12)), interval '300 seconds')`, lastError: message },
+    });
+}
+
+/**
+ * Runs everything due by `now` (DESIGN §6.3, §6.5, §6.9) across all subscriptions, up to
+ * `CONCURRENCY` items at once, so a provider that hangs for one customer holds back nobody else. An
+ * item that fails backs off (1 s, 2 s, 4 s … at most 5 minutes) while the others go on. Every replica
+ * runs it; leases keep two replicas off one subscription, guarded transitions off one attempt.
+ * Answers how many items it worked on.
+ */
+export async function runDue(engine: Engine, now: Date, logger?: Logger): Promise<number> {
+  /** what this replica works on, by platform */
+  const running = new Map<string, Promise<void>>();
+  /** when each item was last found due in this pass: found again at the same time, it made no progress */
+  const seen = new Map<string, number>();
+  let started = 0;
+  let finished = 0;
+  for (;;) {
+    while (running.size < CONCURRENCY) {
+      const finishedBefore = finished;
+      const due = await nextDue(engine, now, engine.time.wallNow(), [...running.keys()]);
+      // an item that finished while we looked may have made its platform's next item due: look again
+      if (!due && finished === finishedBefore) break;
+      if (!due) continue;
+      const item = itemOf(due);
+      const stuck = seen.get(item) === due.at.getTime();
+      seen.set(item, due.at.getTime());
+      const done = (stuck ? Promise.reject(new Error("no progress: the item is due again as it was")) : work(engine, due, logger))
+        .then(() => engine.db.delete(workBackoff).where(eq(workBackoff.item, item)))
+        .then(
+          () => undefined,
+          async (err: unknown) => {
+            logger?.error({ err: (err as Error).message, item }, "billing work failed; it backs off and is tried again");
+            await noteFailure(engine.db, item, err, engine.time.wallNow()).catch(() => undefined);
+          },
+        )
+        .finally(() => {
+          running.delete(due.platformId);
+          finished++;
+        });
+      running.set(due.platformId, done);
+      started++;
+      await yieldToRequests();
+    }
+    if (running.size === 0) return started;
+    await Promise.race(running.values());
+  }
 }
 
 /** The worker of one replica: a pass every `intervalMs`, and at once when asked (the test clock). */

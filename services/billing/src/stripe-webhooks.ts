@@ -1,11 +1,10 @@
 import { eq } from "drizzle-orm";
 import type Stripe from "stripe";
-import type { Logger } from "@core/kit";
 import type { Db } from "@core/storage";
-import { invoices, providerEvents, subscriptions } from "./db/schema.js";
+import { settle } from "./collection.js";
+import { invoices, providerEvents } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { recordPaid } from "./renewals.js";
-import { lockUnderLease, withSubscriptionLease } from "./subscriptions.js";
+import { HARD_DECLINES } from "./provider/types.js";
 
 export interface Receipt {
   duplicate: boolean;
@@ -14,47 +13,42 @@ export interface Receipt {
 }
 
 /**
- * One event from Stripe, verified already (DESIGN §6.1): handled once by its id, in any order.
- * The engine settles its own charges synchronously; what an event can add is a payment the engine
- * did not see succeed — an open invoice is marked paid, under its subscription's lease and in the
- * transaction that records the event. A draft is the engine's own charge still running, which it
- * settles itself; an invoice already settled, an unknown object or a type we do not use is recorded
- * and answered 200, so Stripe stops sending it.
+ * One event from Stripe, verified already (DESIGN §6.1, §6.9): handled once by its id, in any order.
+ * `payment_intent.succeeded` and `payment_intent.payment_failed` for one of billing's invoices
+ * (`metadata.core_invoice_id`) settle it through the same guarded transition as the engine's own
+ * answer, whichever comes first: a success pays the open invoice and applies its intent; a failure
+ * settles the attempt it is about (`metadata.core_attempt`) if that attempt is still in flight.
+ * The effect is idempotent, so it runs before the event is recorded: a crash between the two leaves
+ * Stripe's redelivery to do it (again, harmlessly). Anything else is recorded and answered 200.
  */
-export async function receiveStripeEvent(engine: Engine, event: Stripe.Event, receivedAt: Date, logger: Logger): Promise<Receipt> {
+export async function receiveStripeEvent(engine: Engine, event: Stripe.Event, receivedAt: Date): Promise<Receipt> {
   const { db } = engine;
   if (await seen(db, event.id)) return { duplicate: true, outcome: "already handled" };
-  const note = async (outcome: string): Promise<Receipt> => ({ duplicate: !(await record(db, event, outcome, receivedAt)), outcome });
+  const outcome = await effectOf(engine, event);
+  return { duplicate: !(await record(db, event, outcome, receivedAt)), outcome };
+}
 
-  if (event.type !== "payment_intent.succeeded") return note(`ignored: billing does not use ${event.type}`);
+async function effectOf(engine: Engine, event: Stripe.Event): Promise<string> {
+  if (event.type !== "payment_intent.succeeded" && event.type !== "payment_intent.payment_failed") return `ignored: billing does not use ${event.type}`;
   const intent = event.data.object as Stripe.PaymentIntent;
   const invoiceId = intent.metadata?.core_invoice_id;
-  if (!invoiceId) return note("ignored: not a charge of billing's (no core_invoice_id)");
-  const [invoice] = await db.select().from(invoices).where(eq(invoices.id, invoiceId));
-  if (!invoice) return note(`ignored: no invoice ${invoiceId}`);
-  if (invoice.status === "draft") return note(`left to the engine: invoice ${invoiceId} is still being charged`);
-  if (invoice.status !== "open") {
-    if (invoice.status !== "paid") logger.warn({ eventId: event.id, invoiceId, status: invoice.status, paymentIntent: intent.id }, "Stripe reports a payment for an invoice that is not open; an operator should look");
-    return note(`nothing to do: invoice ${invoiceId} is ${invoice.status}`);
+  if (!invoiceId) return "ignored: not a charge of billing's (no core_invoice_id)";
+  const [invoice] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
+  if (!invoice) return `ignored: no invoice ${invoiceId}`;
+  const attempt = Number(intent.metadata?.core_attempt ?? Number.NaN);
+  if (event.type === "payment_intent.succeeded") {
+    const after = await settle(engine, invoiceId, Number.isInteger(attempt) ? attempt : invoice.attemptCount, { status: "succeeded", paymentId: intent.id }, null);
+    if (after.status === "paid" && after.paymentId === intent.id) return `paid: invoice ${invoiceId}, by ${intent.id}`;
+    // money arrived for an invoice that was settled otherwise: payments/reconcile shows it to an operator
+    engine.logger.warn({ eventId: event.id, invoiceId, status: after.status, paymentIntent: intent.id }, "Stripe reports a payment for an invoice paid otherwise or closed; see GET /operator/payments/reconcile");
+    return `nothing to do: invoice ${invoiceId} is ${after.status}${after.paymentId ? ` (paid by ${after.paymentId})` : ""}`;
   }
-
-  // billing time (the test clock, when on) marks the payment; `receivedAt` is when Stripe's event came
-  const at = await engine.time.now();
-  const settle = async (tx: Db, leaseId: string | null): Promise<Receipt> => {
-    let subscription = null;
-    if (invoice.subscriptionId && leaseId) {
-      if (!(await lockUnderLease(tx, invoice.subscriptionId, leaseId))) throw new Error("the subscription's lease was lost");
-      [subscription] = await tx.select().from(subscriptions).where(eq(subscriptions.id, invoice.subscriptionId));
-    }
-    const outcome = `paid: invoice ${invoiceId}, by ${intent.id}`;
-    if (!(await record(tx, event, outcome, receivedAt))) return { duplicate: true, outcome: "already handled" };
-    const [fresh] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
-    if (fresh?.status === "open") await recordPaid(tx, fresh, subscription ?? null, at);
-    return { duplicate: false, outcome };
-  };
-  if (!invoice.subscriptionId) return db.transaction((tx) => settle(tx, null));
-  // a renewal being charged right now holds the lease; waiting for it is fine, it ends in seconds
-  return withSubscriptionLease(db, () => engine.time.wallNow(), invoice.subscriptionId, (leaseId) => db.transaction((tx) => settle(tx, leaseId)));
+  if (!Number.isInteger(attempt)) return `ignored: a failure without core_attempt for invoice ${invoiceId}`;
+  const error = intent.last_payment_error;
+  const code = error?.code || "card_declined";
+  const declineCode = error?.decline_code || null;
+  const after = await settle(engine, invoiceId, attempt, { status: "declined", paymentId: intent.id, code, declineCode, hard: HARD_DECLINES.has(declineCode ?? code) }, null);
+  return `settled attempt ${attempt} of invoice ${invoiceId}: ${after.status}`;
 }
 
 async function seen(db: Db, id: string): Promise<boolean> {

@@ -2,8 +2,11 @@ import { and, desc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import { ApiError, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { subscriptions, type SubscriptionRow } from "./db/schema.js";
+import type { Engine } from "./engine.js";
 import { periodAt } from "./periods.js";
 import type { Catalogue, Tier } from "./plans.js";
+import { recordTier } from "./tier-sync.js";
+import { emitEvent, type EventType } from "./webhooks/outbox.js";
 
 const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);
 
@@ -30,6 +33,53 @@ export function subscriptionJson(row: SubscriptionRow) {
   };
 }
 
+type SubscriptionChange = Partial<Omit<typeof subscriptions.$inferInsert, "id" | "platformId" | "createdAt">>;
+
+/**
+ * The event a subscription's write is (DESIGN §6.8), or none: created when a platform leaves free,
+ * canceled when one ends, updated when anything else a reader sees changed; a free subscription
+ * rolling its periods is no event.
+ */
+function eventOf(before: SubscriptionRow | null, after: SubscriptionRow): EventType | null {
+  if (!before) return after.tier === "free" ? null : "subscription.created";
+  const [was, is] = [subscriptionJson(before), subscriptionJson(after)];
+  if (JSON.stringify(was) === JSON.stringify(is)) return null;
+  if (after.status === "canceled" && before.status !== "canceled") return "subscription.canceled";
+  if (before.tier === "free" && after.tier !== "free") return "subscription.created";
+  if (before.tier === "free" && after.tier === "free" && before.pendingTier === after.pendingTier) return null;
+  return "subscription.updated";
+}
+
+/**
+ * The one way a subscription changes: the row is locked, written, and its event (if it is one) is
+ * written to the outbox in the same transaction, in the shape the API answers (`subscriptionJson`).
+ */
+export async function writeSubscription(tx: Db, subscription: Pick<SubscriptionRow, "id">, set: SubscriptionChange): Promise<SubscriptionRow> {
+  const [before] = await tx.select().from(subscriptions).where(eq(subscriptions.id, subscription.id)).for("update");
+  if (!before) throw notFound(`No subscription ${subscription.id}`);
+  const [after] = await tx.update(subscriptions).set(set).where(eq(subscriptions.id, subscription.id)).returning();
+  const type = eventOf(before, after!);
+  if (type) await emitEvent(tx, type, subscriptionJson(after!), after!.updatedAt);
+  return after!;
+}
+
+/** A new current subscription, and its event (a paid one is `subscription.created`). */
+async function insertSubscription(tx: Db, values: typeof subscriptions.$inferInsert): Promise<SubscriptionRow | null> {
+  const [row] = await tx.insert(subscriptions).values(values).onConflictDoNothing().returning();
+  if (row && eventOf(null, row)) await emitEvent(tx, "subscription.created", subscriptionJson(row), row.createdAt);
+  return row ?? null;
+}
+
+/**
+ * Ends a subscription and puts the platform back on free (DESIGN §6.3): the row keeps its id with
+ * status `canceled`, and a new free row, anchored where the old one ended, becomes current.
+ */
+export async function returnToFree(engine: Engine, tx: Db, subscription: Pick<SubscriptionRow, "id" | "platformId" | "customerId">, at: Date): Promise<void> {
+  await writeSubscription(tx, subscription, { status: "canceled", current: false, canceledAt: at, leaseId: null, leaseUntil: null, updatedAt: at });
+  await insertSubscription(tx, freeSubscription(engine.catalogue, subscription.platformId, at, subscription.customerId));
+  await recordTier(tx, subscription.platformId, "free", engine.time.wallNow());
+}
+
 /** Billing time truncated to the second: periods and prorations count whole seconds. */
 export const toSecond = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000);
 
@@ -41,7 +91,7 @@ export const toSecond = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1
 export async function currentSubscription(db: Db, catalogue: Catalogue, platformId: string, now: Date): Promise<SubscriptionRow> {
   const [row] = await db.select().from(subscriptions).where(and(eq(subscriptions.platformId, platformId), eq(subscriptions.current, true)));
   if (row) return row;
-  await db.insert(subscriptions).values(freeSubscription(catalogue, platformId, toSecond(now))).onConflictDoNothing();
+  await insertSubscription(db, freeSubscription(catalogue, platformId, toSecond(now)));
   const [made] = await db.select().from(subscriptions).where(and(eq(subscriptions.platformId, platformId), eq(subscriptions.current, true)));
   return made!;
 }

@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError, manualClock } from "@core/kit";
+import { manualClock } from "@core/kit";
 import { applyMigrations, testDatabases, type DatabaseHandle } from "@core/storage";
 import { createCustomer } from "../src/customers.js";
 import { customers } from "../src/db/schema.js";
@@ -8,7 +8,7 @@ import { migrationsFolder, SERVICE_ID } from "../src/index.js";
 import { StripeProvider, stripeClient } from "../src/provider/stripe.js";
 import { freePort } from "../../iam/test/support/harness.js";
 import { startFakeStripe, type FakeStripe } from "./support/fake-stripe.js";
-import { chargeOf } from "./support/provider-contract.js";
+import { chargeOf, paid } from "./support/provider-contract.js";
 
 /**
  * What the contract cannot show: the real SDK's retries against Stripe's idempotency, when Stripe
@@ -45,8 +45,8 @@ for (const database of testDatabases()) {
       const request = chargeOf(customerId, card.id);
       stripe.fault(/^\/v1\/payment_intents$/, "silent");
       const outcome = await provider.charge(request);
-      expect(outcome).toEqual({ status: "succeeded", chargeId: expect.stringMatching(/^ch_/) });
-      expect(chargesWithKey(request.idempotencyKey)).toEqual([expect.objectContaining({ id: outcome.chargeId, amount: 2900 })]);
+      expect(outcome).toEqual({ status: "succeeded", paymentId: expect.stringMatching(/^pi_/) });
+      expect(chargesWithKey(request.idempotencyKey)).toEqual([expect.objectContaining({ id: paid(outcome), amount: 2900 })]);
       expect(attemptsWithKey(request.idempotencyKey).map((r) => ({ status: r.status, replayed: r.replayed }))).toEqual([
         { status: 0, replayed: false },
         { status: 200, replayed: true },
@@ -66,25 +66,56 @@ for (const database of testDatabases()) {
       expect(chargesWithKey(request.idempotencyKey)).toHaveLength(1);
     });
 
+    it("Stripe charges, then answers 500 (saved for the key, as Stripe saves it): unknown, and findCharge finds the one charge", async () => {
+      const { customerId, card } = await withCard();
+      const request = chargeOf(customerId, card.id);
+      stripe.fault(/^\/v1\/payment_intents$/, "error500After");
+      const outcome = await provider.charge(request);
+      expect(outcome).toMatchObject({ status: "unknown" });
+      // the SDK's retries heard the saved 500 again, and charged nothing more
+      expect(attemptsWithKey(request.idempotencyKey).map((r) => [r.status, r.replayed])).toEqual([[500, false], [500, true], [500, true]]);
+      const found = await provider.findCharge({ ...request, since: new Date(Date.now() - 60_000) });
+      expect(found).toEqual({ status: "succeeded", paymentId: chargesWithKey(request.idempotencyKey)[0]!.id });
+      expect(chargesWithKey(request.idempotencyKey)).toHaveLength(1);
+    });
+
+    it("Stripe charges, then the connection is reset: the SDK's retry hears the replay, one charge", async () => {
+      const { customerId, card } = await withCard();
+      const request = chargeOf(customerId, card.id);
+      stripe.fault(/^\/v1\/payment_intents$/, "drop");
+      const outcome = await provider.charge(request);
+      expect(outcome).toEqual({ status: "succeeded", paymentId: chargesWithKey(request.idempotencyKey)[0]!.id });
+      expect(chargesWithKey(request.idempotencyKey)).toHaveLength(1);
+    });
+
+    it("Stripe never answers any try: unknown, nothing charged, and findCharge says none", async () => {
+      const { customerId, card } = await withCard();
+      const request = chargeOf(customerId, card.id);
+      stripe.fault(/^\/v1\/payment_intents$/, "hang", { times: 3 });
+      expect(await provider.charge(request)).toMatchObject({ status: "unknown" });
+      expect(chargesWithKey(request.idempotencyKey)).toEqual([]);
+      expect(await provider.findCharge({ ...request, since: new Date(Date.now() - 60_000) })).toEqual({ status: "none" });
+    });
+
     it("a decline is an outcome, not an error, and the same key answers the same decline without charging", async () => {
       const { customerId, card } = await withCard();
       const request = chargeOf(customerId, card.id);
       stripe.fault(/^\/v1\/payment_intents$/, "decline");
       const declined = await provider.charge(request);
-      expect(declined).toEqual({ status: "failed", chargeId: expect.stringMatching(/^ch_/), code: "card_declined", declineCode: "generic_decline", hard: false });
+      expect(declined).toEqual({ status: "declined", paymentId: expect.stringMatching(/^pi_/), code: "card_declined", declineCode: "generic_decline", hard: false });
       expect(await provider.charge(request)).toEqual(declined);
       expect(attemptsWithKey(request.idempotencyKey).map((r) => r.replayed)).toEqual([false, true]);
       expect(chargesWithKey(request.idempotencyKey)).toEqual([]);
     });
 
-    it("Stripe not there at all: 503 UPSTREAM_UNAVAILABLE, no secret in the message, nothing charged", async () => {
+    it("Stripe not there at all: an unknown outcome (its reason names no secret), nothing charged", async () => {
       const { customerId, card } = await withCard();
       const gone = new StripeProvider(handle.db, stripeClient({ secretKey: stripe.secretKey, apiBase: `http://127.0.0.1:${await freePort()}`, timeoutMs: 1_000, maxNetworkRetries: 1 }));
       const request = chargeOf(customerId, card.id);
-      const err = await gone.charge(request).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(ApiError);
-      expect(err).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
-      expect((err as Error).message).not.toContain(stripe.secretKey);
+      const outcome = await gone.charge(request);
+      expect(outcome).toMatchObject({ status: "unknown" });
+      expect(JSON.stringify(outcome)).not.toContain(stripe.secretKey);
+      expect(await gone.findCharge({ ...request, since: new Date() })).toMatchObject({ status: "unknown" });
       expect(chargesWithKey(request.idempotencyKey)).toEqual([]);
     });
 

@@ -3,9 +3,7 @@ import { eq } from "drizzle-orm";
 import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases } from "@core/storage";
-import { findCustomer } from "../src/customers.js";
 import { invoices, providerEvents } from "../src/db/schema.js";
-import { createDraft, priceInvoice } from "../src/invoicing.js";
 import { RETRY_DAYS } from "../src/renewals.js";
 import { startFakeStripe, type FakeStripe } from "./support/fake-stripe.js";
 import { startBilling, type Billing } from "./support/billing.js";
@@ -48,12 +46,12 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
     const signature = options.signature === undefined ? signer.webhooks.generateTestHeaderString({ payload, secret: options.secret ?? WEBHOOK_SECRET, timestamp }) : options.signature;
     return b.call("POST", "/webhooks/stripe", { headers: { "content-type": "application/json", ...(signature !== null && { "stripe-signature": signature }) }, body: payload });
   }
-  const paymentSucceeded = (invoiceId: string | null, id = `evt_${randomUUID().replaceAll("-", "")}`) => ({
+  const paymentSucceeded = (invoiceId: string | null, id = `evt_${randomUUID().replaceAll("-", "")}`, intentId = `pi_${randomUUID().replaceAll("-", "")}`, attempt?: string) => ({
     id,
     object: "event",
     type: "payment_intent.succeeded",
     created: Math.floor(b.clock.now().getTime() / 1000),
-    data: { object: { id: `pi_${randomUUID().replaceAll("-", "")}`, object: "payment_intent", status: "succeeded", metadata: invoiceId ? { core_invoice_id: invoiceId } : {} } },
+    data: { object: { id: intentId, object: "payment_intent", status: "succeeded", metadata: invoiceId ? { core_invoice_id: invoiceId, ...(attempt !== undefined && { core_attempt: attempt }) } : {} } },
   });
 
   describe("the walk-through, on Stripe", () => {
@@ -113,22 +111,50 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
       expect(stripe.requests.filter((q) => q.path === "/v1/payment_intents").slice(-2).map((q) => q.replayed)).toEqual([false, true]);
     });
 
-    it("when every try times out, the upgrade is 503 and changes nothing; the client's retry with the same key charges once, Stripe having charged already", async () => {
+    it("when every try times out, the upgrade is 503 PAYMENT_PENDING naming its invoice; a retry learns the outcome, found at Stripe, and nothing is charged twice", async () => {
       const platformId = await b.newPlatform();
       const owner = b.as.owner(platformId);
       const body = { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: "b@example.com", idempotencyKey: randomUUID() };
       const before = stripe.succeededCharges().length;
       // the first try and the SDK's two retries (of the charge, after the card was attached) hear nothing
-      for (let i = 0; i < 3; i++) stripe.fault(/^\/v1\/payment_intents$/, "silent");
+      stripe.fault(/^\/v1\/payment_intents$/, "silent", { times: 3 });
       const first = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
       expect(first.status).toBe(503);
-      expect(first.body.error.code).toBe("UPSTREAM_UNAVAILABLE");
+      expect(first.headers.get("retry-after")).toBe("60");
+      expect(first.body.error).toEqual({ code: "PAYMENT_PENDING", message: expect.stringMatching(/invoice in_\w+/), requestId: expect.any(String) });
+      const invoiceId = /invoice (in_\w+)/.exec(first.body.error.message)![1]!;
       expect((await subscriptionOf(platformId)).tier).toBe("free");
-      // Stripe did the first one: money moved, and the engine did not see it
+      expect((await b.call("GET", `/invoices/${invoiceId}?platformId=${platformId}`, { headers: op })).body).toMatchObject({ status: "open", collection: { state: "pending" } });
+      // Stripe did the first one: money moved, and the engine does not know it yet
       expect(stripe.succeededCharges().length - before).toBe(1);
+      const soon = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
+      expect(soon.status).toBe(503);
+      expect(soon.body.error.code).toBe("PAYMENT_PENDING");
+      // a minute on, the retry asks Stripe about the charge, finds it, and the upgrade is done
+      b.clock.advance(61_000);
       const again = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
       expect(again.status).toBe(200);
+      expect(again.body.invoice).toMatchObject({ id: invoiceId, status: "paid", amountPaidCents: 2900 });
       expect((await subscriptionOf(platformId)).tier).toBe("starter");
+      expect(stripe.succeededCharges().length - before).toBe(1);
+      expect((await b.call("POST", "/api/billing/upgrade", { headers: owner, body })).headers.get("idempotent-replayed")).toBe("true");
+    });
+
+    it("Stripe's event comes before the engine's own answer: it pays the invoice and applies the upgrade; the retry answers it, one charge", async () => {
+      const platformId = await b.newPlatform();
+      const owner = b.as.owner(platformId);
+      const body = { planId: "plan_growth", paymentMethodId: "pm_card_visa", billingEmail: "b@example.com", idempotencyKey: randomUUID() };
+      const before = stripe.succeededCharges().length;
+      stripe.fault(/^\/v1\/payment_intents$/, "silent", { times: 3 });
+      expect((await b.call("POST", "/api/billing/upgrade", { headers: owner, body })).status).toBe(503);
+      const made = stripe.succeededCharges().slice(before);
+      expect(made).toHaveLength(1);
+      const event = paymentSucceeded(made[0]!.invoiceId, undefined, made[0]!.id, "0");
+      expect(await deliver(event)).toMatchObject({ status: 200, body: { duplicate: false } });
+      expect(await subscriptionOf(platformId)).toMatchObject({ tier: "growth", status: "active" });
+      const again = await b.call("POST", "/api/billing/upgrade", { headers: owner, body });
+      expect(again.status).toBe(200);
+      expect(again.body.invoice).toMatchObject({ id: made[0]!.invoiceId, status: "paid", amountPaidCents: 9900 });
       expect(stripe.succeededCharges().length - before).toBe(1);
     });
 
@@ -183,31 +209,14 @@ describe.each(testDatabases())("billing on Stripe ($name)", (database) => {
       }
     });
 
-    it("an invoice still being charged by the engine (a draft) is left to it; an invoice already paid stays as it is", async () => {
-      const { platformId, invoice } = await b.upgraded("plan_starter");
-      const customer = await findCustomer(b.db, (await subscriptionOf(platformId)).customerId);
-      const at = b.clock.now();
-      const draft = await createDraft(b.db, at, {
-        customer,
-        platformId,
-        subscriptionId: null,
-        reason: "manual",
-        periodStart: at,
-        periodEnd: at,
-        amounts: priceInvoice({ lines: [{ kind: "manual", description: "Setup", amountCents: 1000 }], taxPercent: "0", balanceCents: 0 }),
-      });
-      for (const [invoiceId, outcome] of [
-        [draft.id, `left to the engine: invoice ${draft.id} is still being charged`],
-        [invoice.id, `nothing to do: invoice ${invoice.id} is paid`],
-      ] as const) {
-        const event = paymentSucceeded(invoiceId);
-        expect((await deliver(event)).status).toBe(200);
-        const [row] = await b.db.select().from(providerEvents).where(eq(providerEvents.id, event.id));
-        expect(row!.outcome).toBe(outcome);
-      }
-      const [still] = await b.db.select().from(invoices).where(eq(invoices.id, draft.id));
-      expect(still!.status).toBe("draft");
-      expect((await invoicesOf(platformId)).filter((i) => i.status === "paid")).toHaveLength(1);
+    it("a payment for an invoice paid by another payment changes nothing: it is recorded, and reconcile names it", async () => {
+      const { invoice } = await b.upgraded("plan_starter");
+      const event = paymentSucceeded(invoice.id);
+      expect((await deliver(event)).status).toBe(200);
+      const [row] = await b.db.select().from(providerEvents).where(eq(providerEvents.id, event.id));
+      expect(row!.outcome).toMatch(new RegExp(`^nothing to do: invoice ${invoice.id} is paid \\(paid by pi_`));
+      const [still] = await b.db.select().from(invoices).where(eq(invoices.id, invoice.id));
+      expect(still!.paymentId).not.toBe(event.data.object.id);
     });
 
     it("refuses what Stripe did not sign: no signature, another secret, a signature older than 300 s; nothing is recorded", async () => {

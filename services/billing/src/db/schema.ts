@@ -1,6 +1,32 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, date, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
+/**
+ * What an invoice makes true once it is paid (DESIGN §6.9), applied in the transaction that marks it
+ * paid. `upgrade` moves a free subscription to a paid plan from the invoice's period start (its card
+ * becomes the default); `change_tier` and `seats` apply a tier and/or quantity at the invoice's
+ * proration date, adding what they charged and credited to the period's record, with what the same
+ * request asked besides (a new default card, the cancellation flag, which waiting change it calls
+ * off); `trial_end` starts the paid period the invoice charges; `renewal` and `manual` settle what is owed.
+ */
+export type Intent =
+  | { kind: "upgrade"; tier: string; planId: string; quantity: number; paymentMethodId: string; metadata: Record<string, unknown> | null }
+  | {
+      kind: "change_tier" | "seats";
+      tier: string;
+      planId: string;
+      quantity: number;
+      chargedCents: number;
+      creditedCents: number;
+      clearPendingTier: boolean;
+      clearPendingQuantity: boolean;
+      defaultPaymentMethodId: string | null;
+      cancelAtPeriodEnd: boolean | null;
+    }
+  | { kind: "trial_end"; tier: string; planId: string; quantity: number }
+  | { kind: "renewal" }
+  | { kind: "manual" };
+
 /** Billing's own Postgres schema (DESIGN §1, §6): the engine's records, whichever provider moves money. */
 export const billing = pgSchema("billing");
 
@@ -53,6 +79,8 @@ export const paymentMethods = billing.table(
     funding: text("funding").notNull().default("credit"),
     /** the local provider's behaviour of this card: `pm_card_chargeCustomerFail` attaches, then declines */
     failsCharges: boolean("fails_charges").notNull().default(false),
+    /** `pm_card_core_answerLost`: its first charge is made and answered as unknown, as a provider that lost the answer */
+    losesFirstAnswer: boolean("loses_first_answer").notNull().default(false),
     createdAt: ts("created_at").notNull(),
     detachedAt: ts("detached_at"),
   },
@@ -163,8 +191,30 @@ export const invoices = billing.table(
     attemptCount: integer("attempt_count").notNull().default(0),
     nextAttemptAt: ts("next_attempt_at"),
     lastDeclineCode: text("last_decline_code"),
-    /** the request that made it: a retry of the request finds its draft again instead of making another */
+    /** the request that made it: a retry of the request finds its invoice again instead of making another */
     requestKey: text("request_key"),
+    /** what becomes true once it is paid (DESIGN §6.9): the upgrade's plan, the new tier, the seats, a renewal */
+    intent: jsonb("intent").$type<Intent>(),
+    /**
+     * The charge attempt in flight (DESIGN §6.9): `charging` while a process waits for the provider's
+     * answer (it has until `nextCheckAt`), `pending` once the outcome is unknown; null when no attempt
+     * is in flight. The attempt's provider key is `<id>:<attemptCount>`.
+     */
+    collectionState: text("collection_state", { enum: ["charging", "pending"] }),
+    /** wall-clock time the attempt in flight began */
+    collectionSince: ts("collection_since"),
+    /** wall-clock time the worker asks the provider about the attempt in flight */
+    nextCheckAt: ts("next_check_at"),
+    /** checks of the attempt in flight so far: its backoff (1, 2, 4 … minutes, at most an hour) */
+    checkCount: integer("check_count").notNull().default(0),
+    /** the request that began the last attempt (a payment asked for by hand): its retry answers that attempt's outcome */
+    attemptRequestKey: text("attempt_request_key"),
+    /** the card the attempt in flight charges: a check that sends it again sends the same request */
+    chargePaymentMethodId: text("charge_payment_method_id"),
+    /** the provider's payment that paid it (a PaymentIntent at Stripe, a charge on the local provider) */
+    paymentId: text("payment_id"),
+    /** the provider's code of the last refusal (`card_declined`), and its decline code (`insufficient_funds`, or null) */
+    lastFailureCode: text("last_failure_code"),
     createdAt: ts("created_at").notNull(),
     finalizedAt: ts("finalized_at"),
     paidAt: ts("paid_at"),
@@ -175,6 +225,9 @@ export const invoices = billing.table(
     uniqueIndex("invoices_request_key").on(t.requestKey),
     index("invoices_platform_page_idx").on(t.platformId, t.createdAt, t.seq),
     index("invoices_retry_idx").on(t.nextAttemptAt).where(sql`${t.status} = 'open'`),
+    // the worker's checks of attempts in flight, and a subscription's "is a payment in flight?"
+    index("invoices_check_idx").on(t.nextCheckAt).where(sql`${t.collectionState} is not null`),
+    index("invoices_in_flight_idx").on(t.subscriptionId).where(sql`${t.collectionState} is not null`),
     uniqueIndex("invoices_one_cycle_per_period_key")
       .on(t.subscriptionId, t.periodStart)
       .where(sql`${t.reason} in ('subscription_cycle', 'trial_end')`),
@@ -252,8 +305,9 @@ export const charges = billing.table(
 
 /**
  * Idempotency records (DESIGN §6.6): claimed with a lease before the effect, completed with the
- * answer, kept 24 hours. The provider's charge carries `providerKey`, so a retry after a crash
- * reuses it and cannot charge twice.
+ * answer, kept 24 hours. `requestKey` is drawn when the key is claimed and names what the request
+ * made (its invoice), so a retry of the request finds it again, and a key claimed anew after 24
+ * hours is a new request.
  */
 export const idempotencyKeys = billing.table(
   "idempotency_keys",
@@ -264,7 +318,7 @@ export const idempotencyKeys = billing.table(
     requestHash: text("request_hash").notNull(),
     state: text("state", { enum: ["in_progress", "completed"] }).notNull(),
     lockedUntil: ts("locked_until").notNull(),
-    providerKey: text("provider_key").notNull(),
+    requestKey: text("request_key").notNull(),
     responseStatus: integer("response_status"),
     responseBody: jsonb("response_body"),
     createdAt: ts("created_at").notNull(),
@@ -272,6 +326,18 @@ export const idempotencyKeys = billing.table(
   },
   (t) => [primaryKey({ columns: [t.caller, t.route, t.key] }), index("idempotency_keys_expiry_idx").on(t.expiresAt)],
 );
+
+/**
+ * The worker's backoff (DESIGN §6.9 fairness): a due item (`subscription:<id>`, `retry:<id>`,
+ * `check:<id>`, `close:<platform>@<start>`) whose work failed waits until `notBefore` (wall-clock
+ * time), longer after each failure, while every other item goes on. Cleared when it succeeds.
+ */
+export const workBackoff = billing.table("work_backoff", {
+  item: text("item").primaryKey(),
+  notBefore: ts("not_before").notNull(),
+  failures: integer("failures").notNull(),
+  lastError: text("last_error").notNull(),
+});
 
 /** Every operator action (DESIGN §6.4): who, what, before and after. */
 export const operatorAudit = billing.table(

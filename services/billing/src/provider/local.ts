@@ -1,10 +1,20 @@
-import { and, asc, eq, isNull } from "drizzle-orm";
+import { and, asc, between, eq, isNull } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { newId, unixSeconds, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { charges, paymentMethods, setupIntents, type PaymentMethodRow } from "../db/schema.js";
 import { createPortalSession } from "../portal.js";
-import { HARD_DECLINES, PaymentDeclined, unknownPaymentMethod, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
+import {
+  HARD_DECLINES,
+  PaymentDeclined,
+  unknownPaymentMethod,
+  type ChargeOutcome,
+  type ChargeRequest,
+  type PaymentMethodView,
+  type PaymentProvider,
+  type ProviderPayment,
+  type SetupIntentView,
+} from "./types.js";
 
 interface TestCard {
   brand: string;
@@ -14,6 +24,8 @@ interface TestCard {
   refused?: { code: string; declineCode: string | null };
   /** attaches, then every charge fails (failed renewals) */
   failsCharges?: boolean;
+  /** attaches; its first charge is made and its answer lost (a provider fault to try by hand, not Stripe's) */
+  losesFirstAnswer?: boolean;
 }
 
 /** Stripe's test payment-method tokens, by their exact names (DESIGN §6.1). */
@@ -29,7 +41,20 @@ export const TEST_CARDS: Readonly<Record<string, TestCard>> = {
   pm_card_chargeDeclinedExpiredCard: { brand: "visa", last4: "0069", funding: "credit", refused: { code: "expired_card", declineCode: "expired_card" } },
   pm_card_chargeDeclinedProcessingError: { brand: "visa", last4: "0119", funding: "credit", refused: { code: "processing_error", declineCode: null } },
   pm_card_chargeCustomerFail: { brand: "visa", last4: "0341", funding: "credit", failsCharges: true },
+  // ours, not Stripe's (their prefix says so): a charge whose outcome is unknown until billing asks again
+  pm_card_core_answerLost: { brand: "visa", last4: "4242", funding: "credit", losesFirstAnswer: true },
 };
+
+/**
+ * Faults the local provider can play (DESIGN §6.9 proof): the tests' way to make it fail as a
+ * payment provider fails. A hook that throws is a provider 500 or a lost connection; one that never
+ * settles is a provider that hangs. `beforeCharge` fails before any money moves, `afterCharge` after
+ * the charge is recorded (the answer is lost, the money moved).
+ */
+export interface LocalProviderFaults {
+  beforeCharge?(request: ChargeRequest): Promise<void>;
+  afterCharge?(request: ChargeRequest, outcome: ChargeOutcome): Promise<void>;
+}
 
 /** Test cards expire in December, a few years out; a fixed year keeps the provider deterministic. */
 const TEST_CARD_EXPIRY = { month: 12, year: 2034 };
@@ -55,6 +80,8 @@ export class LocalProvider implements PaymentProvider {
     private readonly clock: Clock,
     /** billing's public address: the portal page lives under it (DESIGN §6.1) */
     private readonly billingUrl = "http://localhost:4200",
+    /** the tests' faults; none in production */
+    readonly faults: LocalProviderFaults = {},
   ) {}
 
   async upsertCustomer(): Promise<void> {
@@ -89,6 +116,7 @@ export class LocalProvider implements PaymentProvider {
         expYear: TEST_CARD_EXPIRY.year,
         funding: card.funding,
         failsCharges: card.failsCharges ?? false,
+        losesFirstAnswer: card.losesFirstAnswer ?? false,
         createdAt: this.clock.now(),
       })
       .returning();
@@ -133,39 +161,73 @@ export class LocalProvider implements PaymentProvider {
   }
 
   async charge(request: ChargeRequest): Promise<ChargeOutcome> {
-    const replay = await this.chargeByKey(request.idempotencyKey);
-    if (replay) return replay;
-    const [card] = await this.db
-      .select()
-      .from(paymentMethods)
-      .where(and(eq(paymentMethods.id, request.paymentMethodId), eq(paymentMethods.customerId, request.customerId), isNull(paymentMethods.detachedAt)));
-    if (!card) throw unknownPaymentMethod(request.paymentMethodId);
-    const failed = card.failsCharges ? { code: "card_declined", declineCode: "generic_decline" } : null;
     try {
-      await this.db.insert(charges).values({
-        id: newId("ch"),
-        idempotencyKey: request.idempotencyKey,
-        customerId: request.customerId,
-        invoiceId: request.invoiceId,
-        paymentMethodId: card.id,
-        amountCents: request.amountCents,
-        currency: request.currency,
-        status: failed ? "failed" : "succeeded",
-        code: failed?.code ?? null,
-        declineCode: failed?.declineCode ?? null,
-        createdAt: this.clock.now(),
-      });
+      await this.faults.beforeCharge?.(request);
     } catch (err) {
-      // the same key arrived twice at once: the first write is the charge, as at Stripe
-      if (!isUniqueViolation(err, "charges_idempotency_key")) throw err;
+      return { status: "unknown", reason: (err as Error).message };
     }
-    return (await this.chargeByKey(request.idempotencyKey))!;
+    let outcome = await this.chargeByKey(request.idempotencyKey);
+    let firstAnswer = false;
+    if (!outcome) {
+      const [card] = await this.db
+        .select()
+        .from(paymentMethods)
+        .where(and(eq(paymentMethods.id, request.paymentMethodId), eq(paymentMethods.customerId, request.customerId), isNull(paymentMethods.detachedAt)));
+      // a card detached or never ours: nothing is charged, as Stripe refuses it
+      if (!card) return { status: "declined", paymentId: null, code: "payment_method_unavailable", declineCode: null, hard: false };
+      const failed = card.failsCharges ? { code: "card_declined", declineCode: "generic_decline" } : null;
+      try {
+        await this.db.insert(charges).values({
+          id: newId("ch"),
+          idempotencyKey: request.idempotencyKey,
+          customerId: request.customerId,
+          invoiceId: request.invoiceId,
+          paymentMethodId: card.id,
+          amountCents: request.amountCents,
+          currency: request.currency,
+          status: failed ? "failed" : "succeeded",
+          code: failed?.code ?? null,
+          declineCode: failed?.declineCode ?? null,
+          createdAt: this.clock.now(),
+        });
+        firstAnswer = card.losesFirstAnswer && !(await this.chargedBefore(card.id, request.idempotencyKey));
+      } catch (err) {
+        // the same key arrived twice at once: the first write is the charge, as at Stripe
+        if (!isUniqueViolation(err, "charges_idempotency_key")) throw err;
+      }
+      outcome = (await this.chargeByKey(request.idempotencyKey))!;
+    }
+    try {
+      await this.faults.afterCharge?.(request, outcome);
+    } catch (err) {
+      return { status: "unknown", reason: (err as Error).message };
+    }
+    return firstAnswer ? { status: "unknown", reason: "the answer was lost (pm_card_core_answerLost)" } : outcome;
+  }
+
+  async findCharge(request: ChargeRequest): Promise<ChargeOutcome | { status: "none" }> {
+    return (await this.chargeByKey(request.idempotencyKey)) ?? { status: "none" };
+  }
+
+  async payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]> {
+    const rows = await this.db
+      .select()
+      .from(charges)
+      .where(and(eq(charges.status, "succeeded"), between(charges.createdAt, range.from, range.to)))
+      .orderBy(asc(charges.createdAt), asc(charges.id));
+    return rows.map((row) => ({ id: row.id, invoiceId: row.invoiceId, amountCents: row.amountCents, currency: row.currency, createdAt: unixSeconds(row.createdAt) }));
+  }
+
+  /** Whether the card was charged before, under another key (its first answer is the one lost). */
+  private async chargedBefore(paymentMethodId: string, key: string): Promise<boolean> {
+    const rows = await this.db.select({ key: charges.idempotencyKey }).from(charges).where(eq(charges.paymentMethodId, paymentMethodId)).limit(2);
+    return rows.some((row) => row.key !== key);
   }
 
   private async chargeByKey(key: string): Promise<ChargeOutcome | null> {
     const [row] = await this.db.select().from(charges).where(eq(charges.idempotencyKey, key));
     if (!row) return null;
-    if (row.status === "succeeded") return { status: "succeeded", chargeId: row.id };
-    return { status: "failed", chargeId: row.id, code: row.code!, declineCode: row.declineCode, hard: HARD_DECLINES.has(row.declineCode ?? row.code!) };
+    if (row.status === "succeeded") return { status: "succeeded", paymentId: row.id };
+    return { status: "declined", paymentId: row.id, code: row.code!, declineCode: row.declineCode, hard: HARD_DECLINES.has(row.declineCode ?? row.code!) };
   }
 }

@@ -3,7 +3,17 @@ import Stripe from "stripe";
 import { ApiError, badRequest, upstreamUnavailable } from "@core/kit";
 import type { Db } from "@core/storage";
 import { customers } from "../db/schema.js";
-import { HARD_DECLINES, PaymentDeclined, unknownPaymentMethod, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type SetupIntentView } from "./types.js";
+import {
+  HARD_DECLINES,
+  PaymentDeclined,
+  unknownPaymentMethod,
+  type ChargeOutcome,
+  type ChargeRequest,
+  type PaymentMethodView,
+  type PaymentProvider,
+  type ProviderPayment,
+  type SetupIntentView,
+} from "./types.js";
 
 /** How the provider reaches Stripe: the real API, or (tests) a fake of ours at another address. */
 export interface StripeSettings {
@@ -15,6 +25,10 @@ export interface StripeSettings {
   maxNetworkRetries?: number;
 }
 
+/** Stripe's client settings unless told otherwise: each request may take 20 s, and is tried 3 times. */
+export const STRIPE_TIMEOUT_MS = 20_000;
+export const STRIPE_NETWORK_RETRIES = 2;
+
 /** The Stripe client our provider uses: the official SDK, pointed at `apiBase`. */
 export function stripeClient(settings: StripeSettings): Stripe {
   const base = new URL(settings.apiBase ?? "https://api.stripe.com");
@@ -22,8 +36,8 @@ export function stripeClient(settings: StripeSettings): Stripe {
     host: base.hostname,
     port: base.port || (base.protocol === "https:" ? 443 : 80),
     protocol: base.protocol === "http:" ? "http" : "https",
-    timeout: settings.timeoutMs ?? 20_000,
-    maxNetworkRetries: settings.maxNetworkRetries ?? 2,
+    timeout: settings.timeoutMs ?? STRIPE_TIMEOUT_MS,
+    maxNetworkRetries: settings.maxNetworkRetries ?? STRIPE_NETWORK_RETRIES,
     telemetry: false,
     appInfo: { name: "core-billing" },
   });
@@ -110,7 +124,12 @@ export class StripeProvider implements PaymentProvider {
   }
 
   async charge(request: ChargeRequest): Promise<ChargeOutcome> {
-    const { stripeId } = await this.stripeCustomer(request.customerId);
+    let stripeId: string;
+    try {
+      ({ stripeId } = await this.stripeCustomer(request.customerId));
+    } catch (err) {
+      return { status: "unknown", reason: (err as Error).message };
+    }
     try {
       const intent = await this.stripe.paymentIntents.create(
         {
@@ -120,30 +139,57 @@ export class StripeProvider implements PaymentProvider {
           payment_method: request.paymentMethodId,
           off_session: true,
           confirm: true,
-          metadata: { core_invoice_id: request.invoiceId, core_customer_id: request.customerId },
+          metadata: { core_invoice_id: request.invoiceId, core_attempt: String(request.attempt), core_customer_id: request.customerId },
         },
-        // the engine's key: a retry, ours or the SDK's, is answered with the first outcome (DESIGN §6.6)
+        // `<invoice>:<attempt>`: a retry, ours or the SDK's, is answered with the first outcome (DESIGN §6.9)
         { idempotencyKey: request.idempotencyKey },
       );
-      if (intent.status === "succeeded") return { status: "succeeded", chargeId: chargeIdOf(intent) };
-      // off-session and confirmed: anything else (3-D Secure asked for, say) is a charge that did not happen
-      return { status: "failed", chargeId: chargeIdOf(intent), code: "authentication_required", declineCode: null, hard: false };
+      return outcomeOf(intent);
     } catch (err) {
       if (err instanceof Stripe.errors.StripeCardError) {
         const code = err.code || "card_declined";
         const declineCode = err.decline_code || null;
-        const intent = err.payment_intent;
-        return { status: "failed", chargeId: intent ? chargeIdOf(intent) : (err.requestId ?? "unknown"), code, declineCode, hard: HARD_DECLINES.has(declineCode ?? code) };
+        return { status: "declined", paymentId: err.payment_intent?.id ?? null, code, declineCode, hard: HARD_DECLINES.has(declineCode ?? code) };
       }
-      if (err instanceof Stripe.errors.StripeIdempotencyError) {
-        throw new ApiError(422, "IDEMPOTENCY_KEY_REUSED", "This charge's idempotency key was used at Stripe with other parameters: nothing was charged");
+      // a request Stripe refused as malformed charged nothing (a card detached meanwhile, say); a
+      // refusal of the key itself (another body under it) says nothing of the first request's fate
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.type !== "idempotency_error" && err.statusCode !== 409) {
+        return { status: "declined", paymentId: null, code: err.code || "invalid_request", declineCode: null, hard: false };
       }
-      if (err instanceof Stripe.errors.StripeInvalidRequestError) throw unknownPaymentMethod(request.paymentMethodId);
-      if (err instanceof Stripe.errors.StripeError && err.statusCode === 409) {
-        throw new ApiError(409, "IDEMPOTENCY_KEY_IN_USE", "A charge with this idempotency key is still running at Stripe; try again shortly");
-      }
-      throw unavailable(err);
+      // a timeout, a lost connection, a 5xx, a 409 (the key in use) or a 429: nobody knows yet
+      return { status: "unknown", reason: err instanceof Error ? err.message.split("\n")[0]! : "no answer" };
     }
+  }
+
+  async findCharge(request: ChargeRequest & { since: Date }): Promise<ChargeOutcome | { status: "none" }> {
+    try {
+      const { stripeId } = await this.stripeCustomer(request.customerId);
+      // a customer's list is read from the source (search may lag by a minute), from a little before the attempt
+      const created = { gte: Math.floor(request.since.getTime() / 1000) - 300 };
+      const mine: Stripe.PaymentIntent[] = [];
+      for await (const i of this.stripe.paymentIntents.list({ customer: stripeId, created, limit: 100 })) {
+        if (i.metadata?.core_invoice_id === request.invoiceId && i.metadata?.core_attempt === String(request.attempt)) mine.push(i);
+      }
+      const settled = mine.find((i) => i.status === "succeeded") ?? mine[0];
+      if (!settled) return { status: "none" };
+      return outcomeOf(settled);
+    } catch (err) {
+      return { status: "unknown", reason: err instanceof Error ? err.message.split("\n")[0]! : "no answer" };
+    }
+  }
+
+  async payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]> {
+    const created = { gte: Math.floor(range.from.getTime() / 1000), lte: Math.floor(range.to.getTime() / 1000) };
+    return call(async () => {
+      const found: ProviderPayment[] = [];
+      // every page, however many: the SDK's array helper stops at 10,000
+      for await (const i of this.stripe.paymentIntents.list({ created, limit: 100 })) {
+        if (i.status === "succeeded" && typeof i.metadata?.core_invoice_id === "string") {
+          found.push({ id: i.id, invoiceId: i.metadata.core_invoice_id, amountCents: i.amount_received || i.amount, currency: i.currency, createdAt: i.created });
+        }
+      }
+      return found;
+    });
   }
 
   /** The Stripe customer of an engine customer, made (once, whoever asks first) when there is none yet. */
@@ -217,10 +263,14 @@ function viewOf(method: Stripe.PaymentMethod, customerId: string | null): Paymen
   };
 }
 
-function chargeIdOf(intent: Stripe.PaymentIntent): string {
-  const charge = intent.latest_charge;
-  if (typeof charge === "string") return charge;
-  return charge?.id ?? intent.id;
+/** A PaymentIntent of an off-session charge as an outcome: anything but succeeded or processing is a charge that did not happen. */
+function outcomeOf(intent: Stripe.PaymentIntent): ChargeOutcome {
+  if (intent.status === "succeeded") return { status: "succeeded", paymentId: intent.id };
+  if (intent.status === "processing") return { status: "unknown", reason: "the payment is still processing at Stripe" };
+  const error = intent.last_payment_error;
+  const code = error?.code || (intent.status === "requires_action" ? "authentication_required" : "card_declined");
+  const declineCode = error?.decline_code || null;
+  return { status: "declined", paymentId: intent.id, code, declineCode, hard: HARD_DECLINES.has(declineCode ?? code) };
 }
 
 function setupStatus(status: string): SetupIntentView["status"] {

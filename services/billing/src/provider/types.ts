@@ -16,9 +16,15 @@ export interface SetupIntentView {
   customerId: string;
 }
 
+/**
+ * What a charge came to (DESIGN §6.9): money moved; the card was refused (nothing moved, a dunning
+ * attempt); or nobody can say yet — a timeout, a lost connection, a provider 5xx, 409 or 429 —
+ * which is asked about again later and never charged anew meanwhile.
+ */
 export type ChargeOutcome =
-  | { status: "succeeded"; chargeId: string }
-  | { status: "failed"; chargeId: string; code: string; declineCode: string | null; hard: boolean };
+  | { status: "succeeded"; paymentId: string }
+  | { status: "declined"; paymentId: string | null; code: string; declineCode: string | null; hard: boolean }
+  | { status: "unknown"; reason: string };
 
 export interface ChargeRequest {
   customerId: string;
@@ -26,8 +32,20 @@ export interface ChargeRequest {
   amountCents: number;
   currency: string;
   invoiceId: string;
-  /** the same key answers the first outcome again and never charges twice (DESIGN §6.6) */
+  /** which attempt of the invoice this is: 0, then one more after each decline */
+  attempt: number;
+  /** `<invoiceId>:<attempt>` (DESIGN §6.9): the same key answers the first outcome again and never charges twice */
   idempotencyKey: string;
+}
+
+/** A payment the provider made for one of billing's invoices (what `payments/reconcile` compares). */
+export interface ProviderPayment {
+  id: string;
+  invoiceId: string;
+  amountCents: number;
+  currency: string;
+  /** when the provider made it, Unix seconds (the provider's clock: wall-clock time) */
+  createdAt: number;
 }
 
 /**
@@ -54,7 +72,16 @@ export interface PaymentProvider {
   createSetupIntent(customerId: string): Promise<SetupIntentView>;
   /** a customer portal session of an hour for one customer and platform: local answers our own page, Stripe its Billing Portal */
   createPortalSession(input: { customerId: string; platformId: string; returnUrl: string }): Promise<{ id: string; url: string }>;
+  /** Charges a card; a provider fault is the outcome `unknown`, never a throw of its own making. */
   charge(request: ChargeRequest): Promise<ChargeOutcome>;
+  /**
+   * What became of a charge request made at or after `since` (DESIGN §6.9): its outcome, `none` when
+   * the provider holds no charge for it (it never arrived, so sending it again with its key is safe),
+   * or `unknown` when the provider cannot be asked now.
+   */
+  findCharge(request: ChargeRequest & { since: Date }): Promise<ChargeOutcome | { status: "none" }>;
+  /** The succeeded payments for billing's invoices that the provider made between `from` and `to`. */
+  payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]>;
 }
 
 /** 400 for a payment method that is neither a test token nor an attached card of this customer (both providers). */

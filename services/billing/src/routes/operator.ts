@@ -4,8 +4,8 @@ import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
 import { actorOf, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { operatorAudit } from "../db/schema.js";
-import { invoiceJson, linesOf, voidOpenInvoice } from "../invoicing.js";
-import { auditOperatorAction, generateInvoice, grantCredit, overrideSubscription, overview, startTrial } from "../operator.js";
+import { invoiceJson, linesOf } from "../invoicing.js";
+import { auditOperatorAction, generateInvoice, grantCredit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
 import { subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
 import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
@@ -118,8 +118,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     }),
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
-      const now = await engine.time.now();
-      const { before, after } = await engine.db.transaction((tx) => voidOpenInvoice(tx, now, c.req.valid("param").id, actorOf(caller)));
+      const { before, after } = await voidByOperator(engine, c.req.valid("param").id, actorOf(caller));
       await audit(c, caller, { action: "invoice.void", targetType: "invoice", targetId: after.id, before: { status: before.status }, after: { status: after.status } });
       return c.json(invoiceJson(after, await linesOf(engine.db, after.id)), 200);
     },

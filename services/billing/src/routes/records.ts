@@ -6,11 +6,11 @@ import { isUniqueViolation } from "@core/storage";
 import type { Caller } from "@core/service-auth";
 import { actorOf, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { cancelAtPeriodEnd, changePlan, upgrade } from "../changes.js";
+import { updateSubscription, upgrade } from "../changes.js";
 import { atProvider, createCustomer, customerJson, findCustomer, setDefaultCard } from "../customers.js";
 import { customers, type CustomerRow } from "../db/schema.js";
 import { auditOperatorAction, cancelSubscription } from "../operator.js";
-import type { Tier } from "../plans.js";
+import type { PaidTier as PaidTierName } from "../plans.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
 import { findSubscription, subscriptionJson, subscriptionsOfCustomer } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
@@ -390,21 +390,17 @@ export function recordRoutes(app: ServiceApp, ctx: BillingContext) {
       const id = c.req.valid("param").id;
       const input = c.req.valid("json");
       const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/subscriptions/{id}", key: c.req.valid("header")["idempotency-key"], request: { id, ...input } }, async (requestKey) => {
-        const before = await findSubscription(engine.db, id);
-        if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${id} has ended (status ${before.status})`);
-        const tier = input.priceId === undefined ? undefined : (planOfPrice(input.priceId).tier as Tier);
-        if (input.paymentMethodId !== undefined) {
-          if (!before.customerId) throw conflict("NO_CUSTOMER", `Subscription ${id} is on free and has no customer to hold a card`);
-          const customer = await findCustomer(engine.db, before.customerId);
-          const pm = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${requestKey}:attach` });
-          if (customer.defaultPaymentMethodId !== pm.id) await setDefault(customer, pm.id);
-        }
-        const asked = tier !== undefined || input.quantity !== undefined;
-        const differs = (tier !== undefined && tier !== before.tier) || (input.quantity !== undefined && input.quantity !== before.quantity);
-        // asking for what is current calls off a change that waits for the period's end
-        const changes = asked && (differs || before.pendingTier !== null || before.pendingQuantity !== null);
-        if (changes) await changePlan(engine, { platformId: before.platformId, tier, quantity: input.quantity, requestKey });
-        if (input.cancelAtPeriodEnd !== undefined) await cancelAtPeriodEnd(engine, before.platformId, input.cancelAtPeriodEnd);
+        const tier = input.priceId === undefined ? undefined : (planOfPrice(input.priceId).tier as PaidTierName);
+        const customerId = (await findSubscription(engine.db, id)).customerId;
+        // the card is attached first (a retry gets the same one); it becomes the default only with the rest of the change
+        const card = input.paymentMethodId !== undefined && customerId ? await engine.provider.attach(customerId, input.paymentMethodId, { idempotencyKey: `${requestKey}:attach` }) : null;
+        const { before } = await updateSubscription(engine, id, {
+          tier,
+          quantity: input.quantity,
+          cancelAtPeriodEnd: input.cancelAtPeriodEnd,
+          defaultPaymentMethodId: input.paymentMethodId === undefined ? undefined : (card?.id ?? input.paymentMethodId),
+          requestKey,
+        });
         const after = await findSubscription(engine.db, id);
         await audit(c, caller, { action: "subscription.update", targetType: "subscription", targetId: id, before: subscriptionJson(before), after: subscriptionJson(after) });
         return { status: 200, body: subscriptionJson(after) };

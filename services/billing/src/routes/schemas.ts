@@ -5,7 +5,9 @@ import { METERS, PAID_TIERS, TIERS } from "../plans.js";
 export const Id = z.string().min(1).max(128);
 export const pathId = (name: string) => Id.openapi({ param: { name, in: "path" } });
 export const platformQuery = (required: boolean) =>
-  (required ? Id : Id.optional()).openapi({ param: { name: "platformId", in: "query" }, description: "The platform; tenants may leave it out (their own)" });
+  required
+    ? Id.openapi({ param: { name: "platformId", in: "query" }, description: "The platform (required, spec §4.4): a tenant names its own, an operator or a service any" })
+    : Id.optional().openapi({ param: { name: "platformId", in: "query" }, description: "The platform; tenants may leave it out (their own), operators and services name it" });
 
 export const Tier = z.enum(TIERS);
 export const PaidTier = z.enum(PAID_TIERS);
@@ -82,6 +84,16 @@ export const InvoiceSchema = z
     finalizedAt: NullableSeconds,
     paidAt: NullableSeconds,
     customerSnapshot: z.object({ email: z.string(), name: z.string().nullable() }),
+    attemptCount: z.number().int().openapi({ description: "charges refused so far (dunning, DESIGN §6.3)" }),
+    nextPaymentAttempt: NullableSeconds.openapi({ description: "when the next retry of a refused charge is due (billing time), or null" }),
+    collection: z
+      .object({
+        state: z.enum(["charging", "pending"]).openapi({ description: "charging: the provider was asked and its answer is awaited; pending: its answer is unknown, and billing asks again" }),
+        since: NullableSeconds,
+        nextCheckAt: NullableSeconds.openapi({ description: "when billing asks the provider about it next (wall-clock time)" }),
+      })
+      .nullable()
+      .openapi({ description: "a payment in flight (DESIGN §6.9), or null" }),
     lines: z.array(InvoiceLineSchema),
   })
   .openapi("Invoice");

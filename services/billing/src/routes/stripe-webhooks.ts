@@ -44,7 +44,7 @@ export function stripeWebhookRoutes(app: ServiceApp, ctx: BillingContext, stripe
         const why = err instanceof Stripe.errors.StripeSignatureVerificationError ? err.message.split("\n")[0] : "the body is not a Stripe event";
         throw new ApiError(400, "WEBHOOK_SIGNATURE_INVALID", `The Stripe-Signature does not verify: ${why}`);
       }
-      const receipt = await receiveStripeEvent(ctx.engine, event, now(), ctx.logger);
+      const receipt = await receiveStripeEvent(ctx.engine, event, now());
       ctx.logger.info({ eventId: event.id, type: event.type, duplicate: receipt.duplicate, outcome: receipt.outcome }, "stripe event");
       return c.json({ received: true as const, duplicate: receipt.duplicate }, 200);
     },

@@ -10,6 +10,8 @@ export const EVENT_TYPES = [
   "invoice.finalized",
   "invoice.paid",
   "invoice.payment_failed",
+  "invoice.payment_pending",
+  "invoice.marked_uncollectible",
   "invoice.voided",
   "usage.threshold_reached",
 ] as const;

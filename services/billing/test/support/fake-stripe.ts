@@ -19,18 +19,25 @@ export interface FakeStripe {
   /** a customer as Stripe holds it */
   customer(id: string): { email: string | null; name: string | null; metadata: Record<string, string>; defaultPaymentMethod: string | null } | undefined;
   /** PaymentIntents that succeeded, by id: what actually moved money */
-  succeededCharges(): { id: string; amount: number; customer: string; idempotencyKey: string | null }[];
-  /** the next request matching `path` gets this fault instead of its normal answer */
-  fault(path: RegExp, kind: Fault): void;
+  succeededCharges(): { id: string; amount: number; customer: string; idempotencyKey: string | null; invoiceId: string | null }[];
+  /**
+   * The next request matching `path` (and `when`, given its form parameters) gets this fault instead
+   * of its normal answer; `times` requests do (default 1; Infinity: every one, until `clearFaults`).
+   */
+  fault(path: RegExp, kind: Fault, options?: { times?: number; when?: (params: Record<string, string>) => boolean }): void;
+  clearFaults(): void;
   close(): Promise<void>;
 }
 
 /**
- * `silent`: the request is carried out and its answer saved, but the client never hears it (a
- * timeout after the work, the case idempotency keys exist for). `error500`: a 500 before any work.
+ * How Stripe misbehaves (DESIGN §6.9 proof). `silent`: the request is carried out and its answer
+ * saved, but the client never hears it (a timeout after the work). `drop`: carried out and saved, then
+ * the connection is reset. `error500`: a 500 before any work (nothing saved: a retry runs it).
+ * `error500After`: carried out, and the answer is a 500, saved for the key as Stripe saves every answer
+ * of a request that began executing, so a retry hears the 500 again. `hang`: no work and no answer.
  * `decline`: a PaymentIntent declined with card_declined / generic_decline.
  */
-export type Fault = "silent" | "error500" | "decline";
+export type Fault = "silent" | "drop" | "error500" | "error500After" | "hang" | "decline";
 
 type Params = Record<string, string>;
 interface Answer {
@@ -58,10 +65,13 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   const secretKey = `sk_test_${randomBytes(16).toString("hex")}`;
   const customers = new Map<string, { id: string; email: string | null; name: string | null; metadata: Params; defaultPaymentMethod: string | null }>();
   const cards = new Map<string, Card>();
-  const intents = new Map<string, { id: string; amount: number; customer: string; status: string; latestCharge: string; idempotencyKey: string | null }>();
+  const intents = new Map<
+    string,
+    { id: string; amount: number; currency: string; customer: string; status: string; latestCharge: string; idempotencyKey: string | null; metadata: Params; created: number; declineCode: string | null }
+  >();
   const saved = new Map<string, { hash: string; answer: Answer }>();
   const running = new Set<string>();
-  const faults: { path: RegExp; kind: Fault }[] = [];
+  const faults: { path: RegExp; kind: Fault; times: number; when?: (params: Params) => boolean }[] = [];
   const requests: FakeStripe["requests"] = [];
   const now = () => Math.floor(Date.now() / 1000);
 
@@ -80,6 +90,19 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     name: c.name,
     metadata: c.metadata,
     invoice_settings: { default_payment_method: c.defaultPaymentMethod },
+  });
+  const intentJson = (i: typeof intents extends Map<string, infer V> ? V : never) => ({
+    id: i.id,
+    object: "payment_intent",
+    status: i.status,
+    latest_charge: i.latestCharge,
+    amount: i.amount,
+    amount_received: i.status === "succeeded" ? i.amount : 0,
+    currency: i.currency,
+    customer: i.customer,
+    created: i.created,
+    metadata: i.metadata,
+    last_payment_error: i.declineCode ? { type: "card_error", code: "card_declined", decline_code: i.declineCode, message: "Your card was declined." } : null,
   });
   const metadataOf = (params: Params) => Object.fromEntries(Object.entries(params).flatMap(([k, v]) => (k.startsWith("metadata[") ? [[k.slice(9, -1), v]] : [])));
 
@@ -156,15 +179,36 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       const card = cards.get(pm);
       if (!card) return missing("PaymentMethod", pm, "payment_method");
       if (card.customer !== customer) return error(400, "invalid_request_error", "The provided PaymentMethod does not belong to this Customer.", { param: "payment_method" });
-      const intent = { id: id("pi"), amount: Number(params.amount), customer, status: "succeeded", latestCharge: id("ch"), idempotencyKey: key };
+      const intent = {
+        id: id("pi"),
+        amount: Number(params.amount),
+        currency: params.currency ?? "usd",
+        customer,
+        status: "succeeded",
+        latestCharge: id("ch"),
+        idempotencyKey: key,
+        metadata: metadataOf(params),
+        created: now(),
+        declineCode: null as string | null,
+      };
       if (card.failsCharges || declineNext) {
         intent.status = "requires_payment_method";
+        intent.declineCode = "generic_decline";
         intents.set(intent.id, intent);
-        const json = { id: intent.id, object: "payment_intent", status: intent.status, latest_charge: intent.latestCharge, amount: intent.amount, customer };
-        return error(402, "card_error", "Your card was declined.", { code: "card_declined", decline_code: "generic_decline", payment_intent: json });
+        return error(402, "card_error", "Your card was declined.", { code: "card_declined", decline_code: "generic_decline", payment_intent: intentJson(intent) });
       }
       intents.set(intent.id, intent);
-      return { status: 200, body: { id: intent.id, object: "payment_intent", status: "succeeded", latest_charge: intent.latestCharge, amount: intent.amount, currency: params.currency, customer, payment_method: pm, metadata: metadataOf(params) } };
+      return { status: 200, body: { ...intentJson(intent), payment_method: pm } };
+    }
+    if (method === "GET" && path === "/v1/payment_intents") {
+      // newest first, filtered as Stripe filters: by customer and by creation time
+      const gte = params["created[gte]"] === undefined ? -Infinity : Number(params["created[gte]"]);
+      const lte = params["created[lte]"] === undefined ? Infinity : Number(params["created[lte]"]);
+      const data = [...intents.values()]
+        .filter((i) => (params.customer === undefined || i.customer === params.customer) && i.created >= gte && i.created <= lte)
+        .reverse()
+        .map(intentJson);
+      return { status: 200, body: { object: "list", data, has_more: false, url: path } };
     }
     return error(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);
   }
@@ -180,9 +224,14 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       const key = (req.headers["idempotency-key"] as string | undefined) ?? null;
       let fault: Fault | null = null;
       const send = (answer: Answer, replayed = false) => {
-        if (fault === "silent") {
-          // the work (or the replay) is done, and the client never hears of it
+        if (fault === "silent" || fault === "hang") {
+          // the work (or the replay) is done, or nothing is, and the client never hears of it
           requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: 0 });
+          return;
+        }
+        if (fault === "drop") {
+          requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: 0 });
+          req.socket.destroy();
           return;
         }
         requests.push({ method, path: url.pathname, idempotencyKey: key, replayed, status: answer.status });
@@ -191,9 +240,13 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       };
       if (req.headers.authorization !== `Bearer ${secretKey}`) return send(error(401, "invalid_request_error", "Invalid API Key provided"));
 
-      const at = faults.findIndex((f) => f.path.test(url.pathname));
-      fault = at >= 0 ? faults.splice(at, 1)[0]!.kind : null;
+      const at = faults.findIndex((f) => f.path.test(url.pathname) && (!f.when || f.when(params)));
+      if (at >= 0) {
+        fault = faults[at]!.kind;
+        if (--faults[at]!.times <= 0) faults.splice(at, 1);
+      }
       if (fault === "error500") return send(error(500, "api_error", "Something went wrong on Stripe's end."));
+      if (fault === "hang") return send(error(500, "api_error", "never sent"));
 
       // Stripe's idempotency: keys per account, on POST; the saved answer of a key is replayed
       const hash = createHash("sha256").update(`${url.pathname}\n${body}`).digest("hex");
@@ -208,11 +261,13 @@ export async function startFakeStripe(): Promise<FakeStripe> {
       }
       // a little latency, so concurrent requests with one key really overlap
       setTimeout(() => {
-        const answer = handle(method, url.pathname, params, key, fault === "decline");
+        const done = handle(method, url.pathname, params, key, fault === "decline");
+        // the work is done; the answer is Stripe's own failure
+        const answer = fault === "error500After" ? error(500, "api_error", "Something went wrong on Stripe's end.") : done;
         if (method === "POST" && key) {
           running.delete(key);
           // as at Stripe: a request that began executing keeps its result, errors included
-          if (answer.status < 500) saved.set(key, { hash, answer });
+          saved.set(key, { hash, answer });
         }
         send(answer);
       }, 5);
@@ -225,8 +280,12 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     secretKey,
     requests,
     customer: (customerId) => customers.get(customerId),
-    succeededCharges: () => [...intents.values()].filter((i) => i.status === "succeeded").map((i) => ({ id: i.latestCharge, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey })),
-    fault: (path, kind) => faults.push({ path, kind }),
+    succeededCharges: () =>
+      [...intents.values()]
+        .filter((i) => i.status === "succeeded")
+        .map((i) => ({ id: i.id, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey, invoiceId: i.metadata.core_invoice_id ?? null })),
+    fault: (path, kind, options = {}) => faults.push({ path, kind, times: options.times ?? 1, when: options.when }),
+    clearFaults: () => faults.splice(0, faults.length),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
