@@ -1,0 +1,110 @@
+import { randomBytes } from "node:crypto";
+import { isIP } from "node:net";
+import { and, eq, inArray, isNull } from "drizzle-orm";
+import { ApiError, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from "../db/schema.js";
+import { isPrivateAddress } from "./dispatcher.js";
+import type { EventType } from "./outbox.js";
+
+/** How many endpoints billing keeps enabled at once: each event is one delivery per endpoint. */
+export const MAX_ENDPOINTS = 50;
+
+export interface NewEndpoint {
+  url: string;
+  /** the event types it takes; absent: all of them */
+  events?: EventType[];
+  description?: string;
+}
+
+/** An endpoint in its answer's shape: never its secret, which only the answer that made it shows. */
+export function endpointJson(row: WebhookEndpointRow) {
+  return {
+    id: row.id,
+    url: row.url,
+    events: (row.events as EventType[] | null) ?? null,
+    description: row.description,
+    createdAt: unixSeconds(row.createdAt),
+  };
+}
+
+/**
+ * Registers an endpoint for billing's events (DESIGN §6.8), with a new signing secret; refused when
+ * it names a loopback or private address (unless allowed), or when `MAX_ENDPOINTS` are enabled.
+ */
+export async function registerWebhookEndpoint(db: Db, now: Date, input: NewEndpoint, allowPrivate: boolean): Promise<WebhookEndpointRow> {
+  refusePrivate(input.url, allowPrivate);
+  const enabled = await db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt));
+  if (enabled.length >= MAX_ENDPOINTS) throw new ApiError(409, "TOO_MANY_ENDPOINTS", `At most ${MAX_ENDPOINTS} endpoints: delete one first`);
+  const [row] = await db
+    .insert(webhookEndpoints)
+    .values({ id: newId("we"), url: input.url, events: input.events ?? null, description: input.description ?? null, secret: `whsec_${randomBytes(32).toString("base64url")}`, createdAt: now })
+    .returning();
+  return row!;
+}
+
+/** The endpoints registered now, oldest first. */
+export async function enabledWebhookEndpoints(db: Db): Promise<WebhookEndpointRow[]> {
+  return db.select().from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt)).orderBy(webhookEndpoints.createdAt, webhookEndpoints.id);
+}
+
+/**
+ * Removes an endpoint (DESIGN §6.8): nothing more is sent to it, and its pending deliveries end as
+ * failed, in one transaction; its history stays readable. Answers the endpoint as it was.
+ */
+export async function removeWebhookEndpoint(db: Db, now: Date, id: string): Promise<WebhookEndpointRow> {
+  const removed = await db.transaction(async (tx) => {
+    const [row] = await tx.update(webhookEndpoints).set({ disabledAt: now }).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).returning();
+    if (!row) return null;
+    await tx
+      .update(webhookDeliveries)
+      .set({ status: "failed", finishedAt: now, leaseUntil: null })
+      .where(and(eq(webhookDeliveries.endpointId, id), eq(webhookDeliveries.status, "pending")));
+    return row;
+  });
+  if (!removed) throw notFound(`No webhook endpoint ${id}`);
+  return removed;
+}
+
+const NEWEST_FIRST: KeysetColumns = { key: webhookDeliveries.createdAt, tie: webhookDeliveries.id, direction: "desc" };
+
+/** A page of an endpoint's deliveries (a removed one's too), newest first, each with every attempt and how the endpoint answered. */
+export async function listDeliveries(db: Db, endpointId: string, page: { limit: number; cursor?: string }) {
+  const [endpoint] = await db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(eq(webhookEndpoints.id, endpointId));
+  if (!endpoint) throw notFound(`No webhook endpoint ${endpointId}`);
+  const rows = await db
+    .select({ delivery: webhookDeliveries, eventType: webhookEvents.type })
+    .from(webhookDeliveries)
+    .innerJoin(webhookEvents, eq(webhookEvents.id, webhookDeliveries.eventId))
+    .where(and(eq(webhookDeliveries.endpointId, endpointId), keysetAfter(NEWEST_FIRST, decodeCursor(page.cursor, { key: "timestamp", tie: "id" }))))
+    .orderBy(...keysetOrder(NEWEST_FIRST))
+    .limit(page.limit + 1);
+  const { data, cursor } = toPage(rows, page.limit, (r) => ({ k: r.delivery.createdAt, id: r.delivery.id }));
+  // one query for the attempts of the whole page, not one per delivery
+  const ids = data.map((r) => r.delivery.id);
+  const attempts = ids.length ? await db.select().from(webhookAttempts).where(inArray(webhookAttempts.deliveryId, ids)).orderBy(webhookAttempts.deliveryId, webhookAttempts.attempt) : [];
+  return {
+    data: data.map(({ delivery: d, eventType }) => ({
+      id: d.id,
+      eventId: d.eventId,
+      eventType: eventType as EventType,
+      status: d.status,
+      attempts: attempts.filter((a) => a.deliveryId === d.id).map((a) => ({ attempt: a.attempt, at: unixSeconds(a.at), status: a.status, response: a.response, durationMs: a.durationMs })),
+      nextAttemptAt: d.status === "pending" ? Math.max(unixSeconds(d.nextAttemptAt), 0) : null,
+      createdAt: unixSeconds(d.createdAt),
+      finishedAt: d.finishedAt ? unixSeconds(d.finishedAt) : null,
+    })),
+    cursor,
+  };
+}
+
+/** Loopback and private addresses are refused at registration when named directly (DESIGN §6.8); names are checked at each delivery. */
+function refusePrivate(url: string, allowPrivate: boolean) {
+  if (allowPrivate) return;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (host === "localhost" || host.endsWith(".localhost") || (isIP(host) && isPrivateAddress(host))) {
+    throw new ApiError(400, "VALIDATION_ERROR", "The URL names a loopback or private address; billing only sends there with CORE_BILLING_WEBHOOK_ALLOW_PRIVATE=1", [
+      { path: "url", message: "a loopback or private address", code: "custom" },
+    ]);
+  }
+}
