@@ -1,6 +1,6 @@
 import { and, eq, sql } from "drizzle-orm";
-import { ApiError, badRequest, conflict, newId, notFound, type Clock } from "@core/kit";
-import { rowsOf, type Db } from "@core/storage";
+import { ApiError, badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds, type Clock } from "@core/kit";
+import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPending, refuseWhileCollecting, requireSettledPaid, voidInvoice } from "./collection.js";
 import { findCustomer } from "./customers.js";
 import { invoices, operatorAudit, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
@@ -33,6 +33,20 @@ export async function auditOperatorAction(
     after: (entry.after ?? null) as object | null,
     requestId: entry.requestId,
   });
+}
+
+const NEWEST_FIRST: KeysetColumns = { key: operatorAudit.at, tie: operatorAudit.seq, direction: "desc" };
+
+/** `GET /operator/audit` (DESIGN §6.4): a page of the operator audit, newest first. */
+export async function listOperatorAudit(db: Db, page: { limit: number; cursor?: string }) {
+  const rows = await db
+    .select()
+    .from(operatorAudit)
+    .where(keysetAfter(NEWEST_FIRST, decodeCursor(page.cursor, { key: "timestamp", tie: "sequence" })))
+    .orderBy(...keysetOrder(NEWEST_FIRST))
+    .limit(page.limit + 1);
+  const { data, cursor } = toPage(rows, page.limit, (r) => ({ k: r.at, id: r.seq }));
+  return { data: data.map(({ seq: _, ...entry }) => ({ ...entry, at: unixSeconds(entry.at) })), cursor };
 }
 
 /**

@@ -1,11 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { cursorParam, decodeCursor, errorResponses, jsonBody, jsonContent, limitParam, requestIdOf, security, toPage, unixSeconds, type ServiceApp } from "@core/kit";
-import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
+import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, requestIdOf, security, type ServiceApp } from "@core/kit";
 import { actorOf, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { operatorAudit } from "../db/schema.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
-import { auditOperatorAction, generateInvoice, grantCredit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
+import { auditOperatorAction, generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
 import { subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
 import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
@@ -53,8 +51,6 @@ const AuditEntrySchema = z
     requestId: z.string().nullable(),
   })
   .openapi("BillingAuditEntry");
-
-const NEWEST_FIRST: KeysetColumns = { key: operatorAudit.at, tie: operatorAudit.seq, direction: "desc" };
 
 /** The operator routes of table B (spec §4.4; DESIGN §6.3, §6.4): every action audited. */
 export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
@@ -193,15 +189,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     }),
     async (c) => {
       await requireOperator(c, ctx.credentials);
-      const query = c.req.valid("query");
-      const rows = await engine.db
-        .select()
-        .from(operatorAudit)
-        .where(keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "sequence" })))
-        .orderBy(...keysetOrder(NEWEST_FIRST))
-        .limit(query.limit + 1);
-      const page = toPage(rows, query.limit, (r) => ({ k: r.at, id: r.seq }));
-      return c.json({ data: page.data.map(({ seq: _, ...entry }) => ({ ...entry, at: unixSeconds(entry.at) })), cursor: page.cursor }, 200);
+      return c.json(await listOperatorAudit(engine.db, c.req.valid("query")), 200);
     },
   );
 }
