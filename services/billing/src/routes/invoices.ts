@@ -1,16 +1,13 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq, ne } from "drizzle-orm";
-import { cursorParam, decodeCursor, errorResponses, jsonContent, limitParam, notFound, security, toPage, type ServiceApp } from "@core/kit";
-import { keysetAfter, keysetOrder, type KeysetColumns } from "@core/storage";
+import { cursorParam, errorResponses, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { invoices, type InvoiceRow } from "../db/schema.js";
-import { invoiceJson, linesOf, linesOfMany } from "../invoicing.js";
+import type { InvoiceRow } from "../db/schema.js";
+import { invoiceById, listInvoices } from "../invoices.js";
+import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
 import { bothPrefixes } from "./answers.js";
 import { InvoiceSchema, pathId, platformQuery } from "./schemas.js";
-
-const NEWEST_FIRST: KeysetColumns = { key: invoices.createdAt, tie: invoices.seq, direction: "desc" };
 
 /** Table A's invoice rows (spec §4.4; DESIGN §6.4): a page of the platform's invoices, one invoice, its printable page. */
 export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
@@ -18,7 +15,7 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
 
   /** An invoice the caller may read: finalized, of the platform in scope (404 otherwise, as if it did not exist). */
   async function readable(c: Parameters<typeof platformScope>[0], id: string, named: string | undefined): Promise<InvoiceRow> {
-    const [row] = await db.select().from(invoices).where(eq(invoices.id, id));
+    const row = await invoiceById(db, id);
     const scoped = await platformScope(c, ctx, "billing:read", named ?? row?.platformId ?? undefined).catch((err: unknown) => {
       // an operator asking for an unknown invoice: its platform cannot be named, and it is simply not found
       if (!row) throw notFound(`No invoice ${id}`);
@@ -44,17 +41,7 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
       async (c) => {
         const query = c.req.valid("query");
         const { platformId } = await platformScope(c, ctx, "billing:read", query.platformId);
-        const rows = await db
-          .select()
-          .from(invoices)
-          .where(and(eq(invoices.platformId, platformId), ne(invoices.status, "draft"), keysetAfter(NEWEST_FIRST, decodeCursor(query.cursor, { key: "timestamp", tie: "sequence" }))))
-          .orderBy(...keysetOrder(NEWEST_FIRST))
-          .limit(query.limit + 1);
-        const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.seq }));
-        // one query for the lines of the whole page, not one per invoice
-        const lines = await linesOfMany(db, page.data.map((row) => row.id));
-        const data = page.data.map((row) => invoiceJson(row, lines.get(row.id)!));
-        return c.json({ data, cursor: page.cursor }, 200);
+        return c.json(await listInvoices(db, platformId, query), 200);
       },
     );
   }
