@@ -1,6 +1,8 @@
 import type { Context } from "hono";
-import { badRequest, forbidden, notFound, upstreamUnavailable } from "@core/kit";
+import { badRequest, forbidden, notFound, requestIdOf, upstreamUnavailable } from "@core/kit";
 import { activeOrganizationHint, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
+import type { Engine } from "./engine.js";
+import { auditOperatorAction } from "./operator.js";
 
 /** Who a billing request acts as, and on which platform (DESIGN §6.3, §6.7). */
 export interface PlatformScope {
@@ -87,4 +89,18 @@ export function callerKey(caller: Caller): string {
 export function actorOf(caller: Caller): { actorType: string; actorId: string | null } {
   if (caller.kind === "service") return { actorType: "service", actorId: caller.serviceId };
   return { actorType: caller.principal.type, actorId: caller.principal.type === "apikey" ? caller.principal.apiKeyId : caller.principal.userId };
+}
+
+/** What an audited request did: the action, its target, and the target before and after. */
+export interface AuditedAction {
+  action: string;
+  targetType: string;
+  targetId: string;
+  before?: unknown;
+  after?: unknown;
+}
+
+/** The operator audit's line of a request (DESIGN §6.4): its caller is the actor, its id the request id, the time the wall clock's. */
+export function auditRequest(c: Context, engine: Pick<Engine, "db" | "time">, caller: Caller, entry: AuditedAction): Promise<void> {
+  return auditOperatorAction(engine.db, { now: () => engine.time.wallNow() }, { ...actorOf(caller), ...entry, requestId: requestIdOf(c) });
 }

@@ -1,8 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, jsonContent, requestIdOf, security, unixSeconds, type ServiceApp } from "@core/kit";
-import { actorOf, requireOperator } from "../access.js";
+import { errorResponses, jsonBody, jsonContent, security, unixSeconds, type ServiceApp } from "@core/kit";
+import { auditRequest, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { auditOperatorAction } from "../operator.js";
 
 const ClockSchema = z.object({ enabled: z.literal(true), offsetSeconds: z.number().int(), now: z.number().int().openapi({ description: "billing time, Unix seconds" }) }).openapi("TestClock");
 
@@ -48,7 +47,7 @@ export function testClockRoutes(app: ServiceApp, ctx: BillingContext) {
       await time.advance(seconds);
       await ctx.worker.pass();
       const after = await answer();
-      await auditOperatorAction(ctx.engine.db, { now: () => time.wallNow() }, { ...actorOf(caller), action: "test_clock.advance", targetType: "test_clock", targetId: "billing", before: { offsetSeconds: before }, after: { offsetSeconds: after.offsetSeconds }, requestId: requestIdOf(c) });
+      await auditRequest(c, ctx.engine, caller, { action: "test_clock.advance", targetType: "test_clock", targetId: "billing", before: { offsetSeconds: before }, after: { offsetSeconds: after.offsetSeconds } });
       return c.json(after, 200);
     },
   );

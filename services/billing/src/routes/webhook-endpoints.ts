@@ -1,8 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, requestIdOf, security, type ServiceApp } from "@core/kit";
-import { actorOf, requireOperator } from "../access.js";
+import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, security, type ServiceApp } from "@core/kit";
+import { auditRequest, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { auditOperatorAction } from "../operator.js";
 import { enabledWebhookEndpoints, endpointJson, listDeliveries, registerWebhookEndpoint, removeWebhookEndpoint } from "../webhooks/endpoints.js";
 import { EVENT_TYPES } from "../webhooks/outbox.js";
 import { pathId } from "./schemas.js";
@@ -72,7 +71,6 @@ const DeliverySchema = z
  */
 export function webhookEndpointRoutes(app: ServiceApp, ctx: BillingContext) {
   const { engine } = ctx;
-  const wallNow = () => engine.time.wallNow();
 
   app.openapi(
     createRoute({
@@ -86,8 +84,8 @@ export function webhookEndpointRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const input = c.req.valid("json");
-      const row = await registerWebhookEndpoint(engine.db, wallNow(), input, ctx.config.webhookAllowPrivate);
-      await auditOperatorAction(engine.db, { now: wallNow }, { ...actorOf(caller), action: "webhook_endpoint.create", targetType: "webhook_endpoint", targetId: row.id, after: endpointJson(row), requestId: requestIdOf(c) });
+      const row = await registerWebhookEndpoint(engine.db, engine.time.wallNow(), input, ctx.config.webhookAllowPrivate);
+      await auditRequest(c, engine, caller, { action: "webhook_endpoint.create", targetType: "webhook_endpoint", targetId: row.id, after: endpointJson(row) });
       return c.json({ ...endpointJson(row), secret: row.secret }, 201);
     },
   );
@@ -118,8 +116,8 @@ export function webhookEndpointRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const { id } = c.req.valid("param");
-      const removed = await removeWebhookEndpoint(engine.db, wallNow(), id);
-      await auditOperatorAction(engine.db, { now: wallNow }, { ...actorOf(caller), action: "webhook_endpoint.delete", targetType: "webhook_endpoint", targetId: id, before: endpointJson(removed), requestId: requestIdOf(c) });
+      const removed = await removeWebhookEndpoint(engine.db, engine.time.wallNow(), id);
+      await auditRequest(c, engine, caller, { action: "webhook_endpoint.delete", targetType: "webhook_endpoint", targetId: id, before: endpointJson(removed) });
       return c.json({ id, deleted: true as const }, 200);
     },
   );
