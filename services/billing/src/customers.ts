@@ -1,9 +1,10 @@
-import { eq } from "drizzle-orm";
+import { and, eq, or, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
-import { newId, notFound, unixSeconds } from "@core/kit";
+import { badRequest, conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { customers, type CustomerRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
+import type { PaymentMethodView } from "./provider/types.js";
 
 const PREFIX_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 
@@ -65,6 +66,41 @@ export async function createCustomer(db: Db, now: Date, input: NewCustomer): Pro
   }
 }
 
+export interface CustomerChange {
+  email?: string;
+  name?: string | null;
+  /** merged into the customer's metadata; a key set to null is removed */
+  metadata?: Record<string, unknown>;
+}
+
+/** Stripe's limit on a customer's metadata keys. */
+const MAX_METADATA_KEYS = 50;
+
+/**
+ * Updates a customer's email, name or metadata (DESIGN §6.3), at the provider too. Invoices already
+ * finalized keep the customer as it was (their customerSnapshot).
+ */
+export async function updateCustomer(engine: Engine, id: string, change: CustomerChange): Promise<{ before: CustomerRow; after: CustomerRow }> {
+  const before = await findCustomer(engine.db, id);
+  const metadata = { ...before.metadata };
+  for (const [key, value] of Object.entries(change.metadata ?? {})) {
+    if (value === null) delete metadata[key];
+    else metadata[key] = value;
+  }
+  if (Object.keys(metadata).length > MAX_METADATA_KEYS) throw badRequest(`metadata may hold at most ${MAX_METADATA_KEYS} keys`, { path: "metadata" });
+  const [after] = await engine.db
+    .update(customers)
+    .set({
+      ...(change.email !== undefined ? { email: change.email.toLowerCase() } : {}),
+      ...(change.name !== undefined ? { name: change.name } : {}),
+      metadata,
+      updatedAt: await engine.time.now(),
+    })
+    .where(eq(customers.id, before.id))
+    .returning();
+  return { before, after: await atProvider(engine, after!) };
+}
+
 /** The customer, known to the payment provider too (DESIGN §6.1: Stripe keeps its own record of it). */
 export async function atProvider(engine: Engine, row: CustomerRow): Promise<CustomerRow> {
   await engine.provider.upsertCustomer({ id: row.id, email: row.email, name: row.name });
@@ -83,6 +119,28 @@ export async function setDefaultCard(engine: Engine, customerId: string, payment
   return row;
 }
 
+/** A payment method of this customer, or 404 (another customer's is as unknown as a made-up id). */
+export async function cardOfCustomer(engine: Engine, customer: CustomerRow, paymentMethodId: string): Promise<PaymentMethodView> {
+  const card = await engine.provider.find(paymentMethodId);
+  if (!card || card.customerId !== customer.id) throw notFound(`No payment method ${paymentMethodId} on customer ${customer.id}`);
+  return card;
+}
+
+/**
+ * Detaches a card from its customer, at the provider and in the engine: when it was the default, the
+ * customer has none until another is set (DESIGN §6.3). Answers the card, and the customer row when
+ * its default was cleared (null when the card was not the default).
+ */
+export async function detachCard(engine: Engine, customerId: string, paymentMethodId: string): Promise<{ card: PaymentMethodView; defaultCleared: CustomerRow | null }> {
+  const card = await engine.provider.detach(customerId, paymentMethodId);
+  const [row] = await engine.db
+    .update(customers)
+    .set({ defaultPaymentMethodId: null, updatedAt: await engine.time.now() })
+    .where(and(eq(customers.id, customerId), eq(customers.defaultPaymentMethodId, paymentMethodId)))
+    .returning();
+  return { card, defaultCleared: row ?? null };
+}
+
 export async function findCustomer(db: Db, id: string): Promise<CustomerRow> {
   const [row] = await db.select().from(customers).where(eq(customers.id, id));
   if (!row) throw notFound(`No customer ${id}`);
@@ -92,6 +150,17 @@ export async function findCustomer(db: Db, id: string): Promise<CustomerRow> {
 export async function customerOfPlatform(db: Db, platformId: string): Promise<CustomerRow | null> {
   const [row] = await db.select().from(customers).where(eq(customers.platformId, platformId));
   return row ?? null;
+}
+
+/** The one customer a user is linked to: the user who upgraded, or `metadata.userId` given at creation. */
+export async function customerOfUser(db: Db, userId: string): Promise<CustomerRow> {
+  const rows = await db
+    .select()
+    .from(customers)
+    .where(or(eq(customers.userId, userId), sql`${customers.metadata} ->> 'userId' = ${userId}`));
+  if (rows.length === 0) throw notFound(`No customer is linked to user ${userId}: create one with metadata.userId`);
+  if (rows.length > 1) throw conflict("SEVERAL_CUSTOMERS", `User ${userId} is linked to ${rows.length} customers (${rows.map((r) => r.id).join(", ")}): subscribe one platform with POST /api/billing/upgrade`);
+  return rows[0]!;
 }
 
 /**

@@ -1,7 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, gt } from "drizzle-orm";
 import type { Db } from "@core/storage";
+import { findCustomer } from "./customers.js";
 import { portalSessions } from "./db/schema.js";
+import type { Engine } from "./engine.js";
+import { latestInvoices } from "./invoices.js";
+import type { PortalView } from "./pages/portal.js";
+import { PAID_TIERS, type Tier } from "./plans.js";
+import { TEST_CARDS } from "./provider/local.js";
+import { currentSubscription, subscriptionJson, toSecond } from "./subscriptions.js";
+import { currentUsage } from "./usage.js";
 
 /** A portal session lasts an hour (DESIGN §6.1), on the wall clock: the test clock never ends one. */
 export const PORTAL_SESSION_MS = 3_600_000;
@@ -35,4 +43,38 @@ export async function livePortalSession(db: Db, id: string, now: Date): Promise<
     .from(portalSessions)
     .where(and(eq(portalSessions.id, id), gt(portalSessions.expiresAt, now)));
   return row ?? null;
+}
+
+/** How many invoices the portal's page lists, newest first. */
+const PORTAL_INVOICES = 24;
+
+const testCardLabel = (token: string) => {
+  const card = TEST_CARDS[token]!;
+  const outcome = card.refused ? `declined: ${card.refused.declineCode ?? card.refused.code}` : card.failsCharges ? "attaches, then every charge fails" : "succeeds";
+  return `${card.brand} •••• ${card.last4} (${token}, ${outcome})`;
+};
+
+/**
+ * Everything the portal's main page shows (DESIGN §6.1): plan and period, usage against the plan,
+ * the latest invoices, the cards, and the test cards a person can add (local provider only).
+ */
+export async function portalView(engine: Engine, session: PortalSession): Promise<PortalView> {
+  const now = toSecond(await engine.time.now());
+  const customer = await findCustomer(engine.db, session.customerId);
+  const subscription = await currentSubscription(engine.db, engine.catalogue, session.platformId, now);
+  const invoices = await latestInvoices(engine.db, session.platformId, PORTAL_INVOICES);
+  const cards = await engine.provider.list(customer.id);
+  return {
+    base: `/portal/${session.id}`,
+    returnUrl: session.returnUrl,
+    email: customer.email,
+    currency: customer.currency,
+    subscription: subscriptionJson(subscription),
+    plan: engine.catalogue.plan(subscription.tier as Tier),
+    plans: PAID_TIERS.map((tier) => engine.catalogue.plan(tier)),
+    usage: await currentUsage(engine.db, engine.catalogue, subscription, undefined),
+    invoices: invoices.map((r) => ({ id: r.id, number: r.number, status: r.status, totalCents: r.totalCents, amountPaidCents: r.amountPaidCents, periodStart: Math.floor(r.periodStart.getTime() / 1000), createdAt: Math.floor(r.createdAt.getTime() / 1000) })),
+    cards: cards.map((card) => ({ ...card, isDefault: card.id === customer.defaultPaymentMethodId })),
+    testCards: engine.provider.name === "local" ? Object.keys(TEST_CARDS).map((token) => ({ token, label: testCardLabel(token) })) : null,
+  };
 }

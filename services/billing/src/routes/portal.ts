@@ -1,22 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { and, desc, eq, ne } from "drizzle-orm";
 import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
-import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
-import { customers, invoices } from "../db/schema.js";
+import { atProvider, customerOfPlatform, detachCard, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
+import { finalizedInvoiceOf } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
-import { renderChange, renderMessage, renderPortal, type Alert, type PortalView } from "../pages/portal.js";
-import { PAID_TIERS, type PaidTier, type Tier } from "../plans.js";
-import { livePortalSession, type PortalSession } from "../portal.js";
-import { TEST_CARDS } from "../provider/local.js";
+import { renderChange, renderMessage, renderPortal, type Alert } from "../pages/portal.js";
+import { PAID_TIERS, type PaidTier } from "../plans.js";
+import { livePortalSession, portalView, type PortalSession } from "../portal.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
-import { currentSubscription, subscriptionJson, toSecond } from "../subscriptions.js";
-import { currentUsage } from "../usage.js";
+import { currentSubscription, toSecond } from "../subscriptions.js";
 import { bothPrefixes } from "./answers.js";
 import { platformQuery } from "./schemas.js";
 
@@ -43,12 +40,6 @@ const NOTICES: Record<string, Exclude<Alert, null>> = {
   subscribed: { kind: "success", text: "Subscribed. The first month is paid." },
   canceled: { kind: "info", text: "Your plan will end at the end of this period." },
   resumed: { kind: "success", text: "Your plan continues." },
-};
-
-const testCardLabel = (token: string) => {
-  const card = TEST_CARDS[token]!;
-  const outcome = card.refused ? `declined: ${card.refused.declineCode ?? card.refused.code}` : card.failsCharges ? "attaches, then every charge fails" : "succeeds";
-  return `${card.brand} •••• ${card.last4} (${token}, ${outcome})`;
 };
 
 /**
@@ -110,32 +101,6 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     return Object.fromEntries(Object.entries(raw).filter((e): e is [string, string] => typeof e[1] === "string"));
   }
 
-  async function viewOf(session: PortalSession): Promise<PortalView> {
-    const now = toSecond(await engine.time.now());
-    const customer = await findCustomer(engine.db, session.customerId);
-    const subscription = await currentSubscription(engine.db, engine.catalogue, session.platformId, now);
-    const rows = await engine.db
-      .select()
-      .from(invoices)
-      .where(and(eq(invoices.platformId, session.platformId), ne(invoices.status, "draft")))
-      .orderBy(desc(invoices.createdAt), desc(invoices.seq))
-      .limit(24);
-    const cards = await engine.provider.list(customer.id);
-    return {
-      base: `/portal/${session.id}`,
-      returnUrl: session.returnUrl,
-      email: customer.email,
-      currency: customer.currency,
-      subscription: subscriptionJson(subscription),
-      plan: engine.catalogue.plan(subscription.tier as Tier),
-      plans: PAID_TIERS.map((tier) => engine.catalogue.plan(tier)),
-      usage: await currentUsage(engine.db, engine.catalogue, subscription, undefined),
-      invoices: rows.map((r) => ({ id: r.id, number: r.number, status: r.status, totalCents: r.totalCents, amountPaidCents: r.amountPaidCents, periodStart: Math.floor(r.periodStart.getTime() / 1000), createdAt: Math.floor(r.createdAt.getTime() / 1000) })),
-      cards: cards.map((card) => ({ ...card, isDefault: card.id === customer.defaultPaymentMethodId })),
-      testCards: engine.provider.name === "local" ? Object.keys(TEST_CARDS).map((token) => ({ token, label: testCardLabel(token) })) : null,
-    };
-  }
-
   /**
    * A portal action: the session checked, then `act`; success answers a redirect to the page
    * (POST/redirect/GET, so a reload repeats nothing), a refusal the page again with its message.
@@ -149,7 +114,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
       return typeof outcome === "string" ? c.redirect(`/portal/${session.id}?notice=${outcome}`, 303) : outcome;
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
-      return renderPortal(c, await viewOf(session), { kind: "error", text: err.message }, err.status as 400);
+      return renderPortal(c, await portalView(engine, session), { kind: "error", text: err.message }, err.status as 400);
     }
   };
 
@@ -157,7 +122,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     const session = await sessionOf(c);
     if (session instanceof Response) return session;
     const notice = c.req.query("notice");
-    return renderPortal(c, await viewOf(session), notice && Object.hasOwn(NOTICES, notice) ? NOTICES[notice]! : null);
+    return renderPortal(c, await portalView(engine, session), notice && Object.hasOwn(NOTICES, notice) ? NOTICES[notice]! : null);
   });
 
   const setDefault = async (customerId: string, paymentMethodId: string) => {
@@ -191,11 +156,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     action(async (c, session) => {
       const pm = await engine.provider.find(c.req.param("pm") ?? "");
       if (!pm || pm.customerId !== session.customerId) throw new ApiError(404, "NOT_FOUND", "That card is not one of yours");
-      await engine.provider.detach(session.customerId, pm.id);
-      await engine.db
-        .update(customers)
-        .set({ defaultPaymentMethodId: null, updatedAt: await engine.time.now() })
-        .where(and(eq(customers.id, session.customerId), eq(customers.defaultPaymentMethodId, pm.id)));
+      await detachCard(engine, session.customerId, pm.id);
       return "card_removed";
     }),
   );
@@ -236,12 +197,12 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     const session = await sessionOf(c);
     if (session instanceof Response) return session;
     const tier = paidTier(c.req.query("tier"));
-    if (!tier) return renderPortal(c, await viewOf(session), { kind: "error", text: "Choose one of the plans below." }, 400);
+    if (!tier) return renderPortal(c, await portalView(engine, session), { kind: "error", text: "Choose one of the plans below." }, 400);
     try {
       return await changePage(c, session, tier, null);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
-      return renderPortal(c, await viewOf(session), { kind: "error", text: err.message }, err.status as 409);
+      return renderPortal(c, await portalView(engine, session), { kind: "error", text: err.message }, err.status as 409);
     }
   });
 
@@ -299,10 +260,7 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
   app.get("/portal/:id/invoices/:invoiceId", async (c) => {
     const session = await sessionOf(c);
     if (session instanceof Response) return session;
-    const [row] = await engine.db
-      .select()
-      .from(invoices)
-      .where(and(eq(invoices.id, c.req.param("invoiceId")), eq(invoices.platformId, session.platformId), ne(invoices.status, "draft")));
+    const row = await finalizedInvoiceOf(engine.db, session.platformId, c.req.param("invoiceId"));
     if (!row) return renderMessage(c, { title: "Invoice not found", text: "There is no such invoice on this account.", returnUrl: `/portal/${session.id}` }, 404);
     return renderInvoicePage(c, invoiceJson(row, await linesOf(engine.db, row.id)));
   });
