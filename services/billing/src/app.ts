@@ -12,20 +12,21 @@ import { LocalProvider } from "./provider/local.js";
 import { STRIPE_NETWORK_RETRIES, STRIPE_TIMEOUT_MS, StripeProvider, stripeClient } from "./provider/stripe.js";
 import type { PaymentProvider } from "./provider/types.js";
 import { BillingWorker } from "./renewals.js";
+import { customerRoutes } from "./routes/customers.js";
 import { invoiceRoutes } from "./routes/invoices.js";
-import { meteringRoutes } from "./routes/metering.js";
 import { operatorRoutes } from "./routes/operator.js";
 import { testClockRoutes } from "./routes/test-clock.js";
-import { platformPaymentMethodRoutes } from "./routes/payment-methods.js";
+import { paymentMethodRoutes, platformPaymentMethodRoutes } from "./routes/payment-methods.js";
 import { planRoutes } from "./routes/plans.js";
 import { portalRoutes } from "./routes/portal.js";
-import { recordRoutes } from "./routes/records.js";
 import { stripeWebhookRoutes } from "./routes/stripe-webhooks.js";
+import { platformSubscriptionRoutes } from "./routes/subscription.js";
+import { subscriptionRoutes } from "./routes/subscriptions.js";
+import { usageEventRoutes } from "./routes/usage-events.js";
+import { usageRoutes } from "./routes/usage.js";
 import { webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { WebhookDispatcher } from "./webhooks/dispatcher.js";
 import { noteTrialsEnding } from "./webhooks/trials.js";
-import { usageRoutes } from "./routes/usage.js";
-import { subscriptionRoutes } from "./routes/subscription.js";
 import { TierSync } from "./tier-sync.js";
 
 export interface BillingDeps {
@@ -124,13 +125,15 @@ export function createApp(deps: BillingDeps) {
     ownsBody: (path) => path.startsWith("/portal/"),
   });
   planRoutes(app, ctx);
-  subscriptionRoutes(app, ctx);
+  platformSubscriptionRoutes(app, ctx);
   invoiceRoutes(app, ctx);
   platformPaymentMethodRoutes(app, ctx);
   operatorRoutes(app, ctx);
-  recordRoutes(app, ctx);
+  customerRoutes(app, ctx);
+  paymentMethodRoutes(app, ctx);
+  subscriptionRoutes(app, ctx);
   usageRoutes(app, ctx);
-  meteringRoutes(app, ctx);
+  usageEventRoutes(app, ctx);
   portalRoutes(app, ctx);
   stripeWebhookRoutes(app, ctx, stripe, () => clock.now());
   webhookEndpointRoutes(app, ctx);

@@ -1,9 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, requestIdOf, security, type ServiceApp } from "@core/kit";
-import { actorOf, callerKey, requireOperator } from "../access.js";
+import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
+import { actorOf, auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
-import { auditOperatorAction, generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
+import { reconcileUsage } from "../metering/reconcile.js";
+import { generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
 import { subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
 import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
@@ -52,11 +53,28 @@ const AuditEntrySchema = z
   })
   .openapi("BillingAuditEntry");
 
+const ReconcileAnswer = z
+  .object({
+    platformId: z.string(),
+    periodStart: z.number().int(),
+    periodEnd: z.number().int().nullable(),
+    status: z.enum(["open", "closed"]),
+    invoiceId: z.string().nullable().openapi({ description: "the period's usage invoice, once closed with an overage" }),
+    consistent: z.boolean().openapi({ description: "raw events = rollups = totals, and once closed = what was invoiced, line for line" }),
+    meters: z.array(
+      z.object({
+        meter: z.string(),
+        events: z.string().openapi({ description: "the raw events' sum (with what retention pruned), a decimal string" }),
+        rollups: z.string(),
+        invoiced: z.string().nullable().openapi({ description: "what the close counted; null while the period is open" }),
+      }),
+    ),
+  })
+  .openapi("UsageReconciliation");
+
 /** The operator routes of table B (spec §4.4; DESIGN §6.3, §6.4): every action audited. */
 export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
   const { engine } = ctx;
-  const audit = (c: Parameters<typeof requestIdOf>[0], caller: Awaited<ReturnType<typeof requireOperator>>, entry: { action: string; targetType: string; targetId: string; before?: unknown; after?: unknown }) =>
-    auditOperatorAction(engine.db, { now: () => engine.time.wallNow() }, { ...actorOf(caller), ...entry, requestId: requestIdOf(c) });
 
   app.openapi(
     createRoute({
@@ -72,7 +90,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
       const input = c.req.valid("json");
       const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/credits", key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
         const result = await grantCredit(engine, input, actorOf(caller));
-        await audit(c, caller, { action: "credit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
+        await auditRequest(c, engine, caller, { action: "credit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
         return {
           status: 201,
           body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
@@ -96,7 +114,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
       const input = c.req.valid("json");
       const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/invoices/generate", key: c.req.valid("header")["idempotency-key"], request: input }, async (requestKey) => {
         const invoice = await generateInvoice(engine, input, requestKey);
-        await audit(c, caller, { action: "invoice.generate", targetType: "invoice", targetId: invoice.id, after: { status: invoice.status, amountDueCents: invoice.amountDueCents } });
+        await auditRequest(c, engine, caller, { action: "invoice.generate", targetType: "invoice", targetId: invoice.id, after: { status: invoice.status, amountDueCents: invoice.amountDueCents } });
         return { status: 201, body: invoiceJson(invoice, await linesOf(engine.db, invoice.id)) };
       });
       return keyedAnswer(c, keyed);
@@ -115,7 +133,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const { before, after } = await voidByOperator(engine, c.req.valid("param").id, actorOf(caller));
-      await audit(c, caller, { action: "invoice.void", targetType: "invoice", targetId: after.id, before: { status: before.status }, after: { status: after.status } });
+      await auditRequest(c, engine, caller, { action: "invoice.void", targetType: "invoice", targetId: after.id, before: { status: before.status }, after: { status: after.status } });
       return c.json(invoiceJson(after, await linesOf(engine.db, after.id)), 200);
     },
   );
@@ -142,7 +160,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const { before, after } = await overrideSubscription(engine, c.req.valid("param").id, c.req.valid("json"));
-      await audit(c, caller, { action: "subscription.override", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
+      await auditRequest(c, engine, caller, { action: "subscription.override", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
       return c.json(subscriptionJson(after), 200);
     },
   );
@@ -159,7 +177,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const { before, after } = await startTrial(engine, c.req.valid("param").id, c.req.valid("json").trialDays);
-      await audit(c, caller, { action: "subscription.trial", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
+      await auditRequest(c, engine, caller, { action: "subscription.trial", targetType: "subscription", targetId: after.id, before: subscriptionJson(before), after: subscriptionJson(after) });
       return c.json(subscriptionJson(after), 200);
     },
   );
@@ -190,6 +208,34 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       await requireOperator(c, ctx.credentials);
       return c.json(await listOperatorAudit(engine.db, c.req.valid("query")), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/operator/usage/reconcile",
+      summary: "Recount a period's raw events against its rollups and, once closed, its invoice: proof that nothing was lost or counted twice",
+      security: security.anyCredential,
+      request: {
+        query: z.object({
+          platformId: Id.openapi({ param: { name: "platformId", in: "query" } }),
+          periodStart: z.coerce
+            .number()
+            .int()
+            .min(0)
+            .max(253_402_300_799)
+            .optional()
+            .openapi({ param: { name: "periodStart", in: "query" }, description: "Unix seconds of the period's start; default the current period" }),
+        }),
+      },
+      responses: { 200: jsonContent(ReconcileAnswer, "The recount"), ...errorResponses(400, 401, 403, 404, 429, 503) },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      const query = c.req.valid("query");
+      if (!(await ctx.platforms.exists(query.platformId))) throw notFound(`No platform ${query.platformId}`);
+      return c.json(await reconcileUsage(ctx.engine, query.platformId, query.periodStart), 200);
     },
   );
 }

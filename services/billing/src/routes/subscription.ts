@@ -45,7 +45,7 @@ const PreviewSchema = z
 const ChangeAnswer = z.object({ subscription: SubscriptionSchema, invoice: InvoiceSchema.nullable() }).openapi("SubscriptionChange");
 
 /** Table A's subscription rows (spec §4.4) and the upgrade route of table B (DESIGN §6.3). */
-export function subscriptionRoutes(app: ServiceApp, ctx: BillingContext) {
+export function platformSubscriptionRoutes(app: ServiceApp, ctx: BillingContext) {
   const { engine } = ctx;
   const invoiceOut = async (invoice: Parameters<typeof invoiceJson>[0] | null) => (invoice ? invoiceJson(invoice, await linesOf(engine.db, invoice.id)) : null);
 

@@ -1,11 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, notFound, jsonContent, security, type ServiceApp } from "@core/kit";
-import { reconcileUsage } from "../metering/reconcile.js";
+import { errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { ingestBatch } from "../metering/ingest.js";
 import { bothPrefixes } from "./answers.js";
-import { Id } from "./schemas.js";
 
 /** At most this many events in one batch (DESIGN §6.5). */
 export const MAX_BATCH = 1000;
@@ -48,31 +46,12 @@ const BatchAnswer = z
   .object({ accepted: z.number().int(), duplicates: z.number().int(), rejected: z.number().int(), results: z.array(EventResult) })
   .openapi("UsageEventBatchResult");
 
-const ReconcileAnswer = z
-  .object({
-    platformId: z.string(),
-    periodStart: z.number().int(),
-    periodEnd: z.number().int().nullable(),
-    status: z.enum(["open", "closed"]),
-    invoiceId: z.string().nullable().openapi({ description: "the period's usage invoice, once closed with an overage" }),
-    consistent: z.boolean().openapi({ description: "raw events = rollups = totals, and once closed = what was invoiced, line for line" }),
-    meters: z.array(
-      z.object({
-        meter: z.string(),
-        events: z.string().openapi({ description: "the raw events' sum (with what retention pruned), a decimal string" }),
-        rollups: z.string(),
-        invoiced: z.string().nullable().openapi({ description: "what the close counted; null while the period is open" }),
-      }),
-    ),
-  })
-  .openapi("UsageReconciliation");
-
 /**
  * `POST /usage/events` (DESIGN §6.5): usage reported by the platform's own infrastructure, services
  * and operators only. Every event gets its own answer; the batch is one transaction, so an answered
  * batch is counted and an unanswered one can be sent again.
  */
-export function meteringRoutes(app: ServiceApp, ctx: BillingContext) {
+export function usageEventRoutes(app: ServiceApp, ctx: BillingContext) {
   app.openAPIRegistry.register("UsageEvent", UsageEventDoc);
   for (const path of bothPrefixes("/usage/events")) {
     app.openapi(
@@ -93,32 +72,4 @@ export function meteringRoutes(app: ServiceApp, ctx: BillingContext) {
       },
     );
   }
-
-  app.openapi(
-    createRoute({
-      method: "get",
-      path: "/operator/usage/reconcile",
-      summary: "Recount a period's raw events against its rollups and, once closed, its invoice: proof that nothing was lost or counted twice",
-      security: security.anyCredential,
-      request: {
-        query: z.object({
-          platformId: Id.openapi({ param: { name: "platformId", in: "query" } }),
-          periodStart: z.coerce
-            .number()
-            .int()
-            .min(0)
-            .max(253_402_300_799)
-            .optional()
-            .openapi({ param: { name: "periodStart", in: "query" }, description: "Unix seconds of the period's start; default the current period" }),
-        }),
-      },
-      responses: { 200: jsonContent(ReconcileAnswer, "The recount"), ...errorResponses(400, 401, 403, 404, 429, 503) },
-    }),
-    async (c) => {
-      await requireOperator(c, ctx.credentials);
-      const query = c.req.valid("query");
-      if (!(await ctx.platforms.exists(query.platformId))) throw notFound(`No platform ${query.platformId}`);
-      return c.json(await reconcileUsage(ctx.engine, query.platformId, query.periodStart), 200);
-    },
-  );
 }
