@@ -67,10 +67,12 @@ export function createApp(deps: BillingDeps) {
   const clock = deps.clock ?? systemClock;
   const time = new BillingTime(deps.db, clock, deps.config.testClock);
   const stripe = deps.config.stripe
-    ? { client: stripeClient({ secretKey: deps.config.stripe.secretKey, apiBase: deps.config.stripe.apiBase, timeoutMs: deps.config.stripe.timeoutMs }), webhookSecret: deps.config.stripe.webhookSecret }
+    ? { client: stripeClient({ ...deps.config.stripe }), webhookSecret: deps.config.stripe.webhookSecret }
     : null;
   // Stripe's budget: every try of the SDK times out, then a little more; the local provider answers from its own database
-  const chargeDeadlineMs = deps.chargeDeadlineMs ?? (deps.config.stripe ? (deps.config.stripe.timeoutMs ?? STRIPE_TIMEOUT_MS) * (STRIPE_NETWORK_RETRIES + 1) + 5_000 : 30_000);
+  const chargeDeadlineMs =
+    deps.chargeDeadlineMs ??
+    (deps.config.stripe ? (deps.config.stripe.timeoutMs ?? STRIPE_TIMEOUT_MS) * ((deps.config.stripe.maxNetworkRetries ?? STRIPE_NETWORK_RETRIES) + 1) + 5_000 : 30_000);
   const engine: Engine = {
     db: deps.db,
     time,

@@ -229,9 +229,6 @@ export async function changePlan(
   engine: Engine,
   input: { platformId: string; tier: Tier; prorationDate?: number; expectedAmountDueCents?: number; requestKey: string },
 ): Promise<{ subscription: SubscriptionRow; invoice: InvoiceRow | null }> {
-  const found = await currentSubscription(engine.db, engine.catalogue, input.platformId, await engine.time.now());
-  refuseFree(found);
-  refuseSame(found, input.tier);
   const locate = async () => (await currentSubscription(engine.db, engine.catalogue, input.platformId, await engine.time.now())).id;
   return changeSubscription(engine, locate, input, (s) => {
     refuseFree(s);

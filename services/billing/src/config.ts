@@ -31,6 +31,8 @@ export interface StripeConfig {
   apiBase: string | undefined;
   /** per request before the SDK retries (tests shorten it); default 20 s */
   timeoutMs?: number;
+  /** the SDK's retries of a request (tests lower it); default 2 */
+  maxNetworkRetries?: number;
 }
 
 const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;

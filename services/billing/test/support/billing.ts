@@ -9,6 +9,7 @@ import { createApp, type BillingApp } from "../../src/app.js";
 import type { BillingConfig } from "../../src/config.js";
 import { migrationsFolder, SERVICE_ID } from "../../src/index.js";
 import { DEFAULT_PLANS, Catalogue } from "../../src/plans.js";
+import { LocalProvider, type LocalProviderFaults } from "../../src/provider/local.js";
 
 export type Headers = Record<string, string>;
 
@@ -44,7 +45,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
  * the real remote resolvers against a fake IAM over HTTP, and the real platform registry (on the same
  * database, listening on loopback) for platforms and tiers. Time is a manual clock.
  */
-export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}) {
+export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number } = {}) {
   const handle: DatabaseHandle = await database.open();
   await applyMigrations(handle.db, SERVICE_ID, migrationsFolder);
   await applyMigrations(handle.db, "platform-registry", registryMigrations);
@@ -65,15 +66,26 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
       mails.push(mail);
     },
   };
-  const app: BillingApp = createApp({
-    db: handle.db,
-    logger: silentLogger(),
-    config,
-    credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
-    tokens,
-    clock,
-    mailer,
-  });
+  const makeApp = (): BillingApp =>
+    createApp({
+      db: handle.db,
+      logger: silentLogger(),
+      config,
+      credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
+      tokens,
+      clock,
+      mailer,
+      chargeDeadlineMs: extra.chargeDeadlineMs,
+      provider: extra.localFaults ? new LocalProvider(handle.db, clock, config.billingUrl, extra.localFaults) : undefined,
+    });
+  const app = makeApp();
+  /** another replica of billing on the same database: its own engine, worker and provider client */
+  const replicas: BillingApp[] = [];
+  const replica = () => {
+    const other = makeApp();
+    replicas.push(other);
+    return { app: other, call: (method: string, path: string, options: { headers?: Headers; body?: unknown } = {}) => callOn(other, method, path, options) };
+  };
 
   const sessionOf = (who: Principal): Headers => {
     const token = unique("session");
@@ -93,10 +105,12 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     service: async (serviceId = "platform-registry"): Promise<Headers> => ({ authorization: `Bearer ${await iam.mintServiceToken({ sub: serviceId, aud: SERVICE_ID })}` }),
   };
 
-  async function call<T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> {
+  const call = <T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> => callOn(app, method, path, options);
+
+  async function callOn<T = any>(target: BillingApp, method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> {
     const headers: Headers = { ...options.headers };
     if (options.body !== undefined) headers["content-type"] ??= "application/json";
-    const res = await app.request(path, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
+    const res = await target.request(path, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
     const text = await res.text();
     let body: any = null;
     try {
@@ -148,12 +162,14 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     registryUrl: registry.url,
     as,
     call,
+    replica,
     newPlatform,
     platformOf,
     upgraded,
     mails,
     mailer,
     close: async () => {
+      for (const other of replicas) await other.ctx.worker.stop();
       await app.ctx.worker.stop();
       await registry.close();
       await iam.close();

@@ -26,6 +26,8 @@ export interface FakeStripe {
    */
   fault(path: RegExp, kind: Fault, options?: { times?: number; when?: (params: Record<string, string>) => boolean }): void;
   clearFaults(): void;
+  /** runs when a PaymentIntent was made, before its answer is sent (null: none): Stripe's event may come first */
+  onPaymentIntent(hook: ((intent: Record<string, unknown>) => Promise<void>) | null): void;
   close(): Promise<void>;
 }
 
@@ -61,7 +63,8 @@ const id = (prefix: string) => `${prefix}_${randomBytes(12).toString("base64url"
 const error = (status: number, type: string, message: string, extra: Record<string, unknown> = {}): Answer => ({ status, body: { error: { type, message, ...extra } } });
 const missing = (what: string, value: string, param: string) => error(404, "invalid_request_error", `No such ${what}: '${value}'`, { code: "resource_missing", param });
 
-export async function startFakeStripe(): Promise<FakeStripe> {
+/** `now`: Stripe's clock, in milliseconds (a test's clock, to keep creation times beside billing's). */
+export async function startFakeStripe(options: { now?: () => number } = {}): Promise<FakeStripe> {
   const secretKey = `sk_test_${randomBytes(16).toString("hex")}`;
   const customers = new Map<string, { id: string; email: string | null; name: string | null; metadata: Params; defaultPaymentMethod: string | null }>();
   const cards = new Map<string, Card>();
@@ -72,8 +75,9 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   const saved = new Map<string, { hash: string; answer: Answer }>();
   const running = new Set<string>();
   const faults: { path: RegExp; kind: Fault; times: number; when?: (params: Params) => boolean }[] = [];
+  let created: ((intent: Record<string, unknown>) => Promise<void>) | null = null;
   const requests: FakeStripe["requests"] = [];
-  const now = () => Math.floor(Date.now() / 1000);
+  const now = () => Math.floor((options.now ?? Date.now)() / 1000);
 
   const cardJson = (card: Card) => ({
     id: card.id,
@@ -260,7 +264,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         running.add(key);
       }
       // a little latency, so concurrent requests with one key really overlap
-      setTimeout(() => {
+      setTimeout(async () => {
         const done = handle(method, url.pathname, params, key, fault === "decline");
         // the work is done; the answer is Stripe's own failure
         const answer = fault === "error500After" ? error(500, "api_error", "Something went wrong on Stripe's end.") : done;
@@ -269,6 +273,8 @@ export async function startFakeStripe(): Promise<FakeStripe> {
           // as at Stripe: a request that began executing keeps its result, errors included
           saved.set(key, { hash, answer });
         }
+        const made = method === "POST" && url.pathname === "/v1/payment_intents" ? [...intents.values()].find((i) => i.idempotencyKey === key && key !== null) : undefined;
+        if (made && created) await created(intentJson(made)).catch(() => undefined);
         send(answer);
       }, 5);
     });
@@ -286,6 +292,9 @@ export async function startFakeStripe(): Promise<FakeStripe> {
         .map((i) => ({ id: i.id, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey, invoiceId: i.metadata.core_invoice_id ?? null })),
     fault: (path, kind, options = {}) => faults.push({ path, kind, times: options.times ?? 1, when: options.when }),
     clearFaults: () => faults.splice(0, faults.length),
+    onPaymentIntent: (hook) => {
+      created = hook;
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
