@@ -70,6 +70,17 @@ export interface ProrationPreview {
   amountDueCents: number;
 }
 
+/** What the next renewal will charge (DESIGN §6.9, `GET /invoices/upcoming`): tax, credit and usage so far included. */
+export interface UpcomingInvoice {
+  currency: string;
+  subtotalCents: number;
+  taxCents: number;
+  creditAppliedCents: number;
+  amountDueCents: number;
+  nextChargeAt: number;
+  lines: InvoiceLine[];
+}
+
 export interface SubscriptionChange {
   subscription: Subscription;
   invoice: Invoice | null;
@@ -112,6 +123,12 @@ export class BillingClient {
 
   cancel(platformId?: string): Promise<Reply<Subscription>> {
     return this.call("POST", `/subscription/cancel${query({ platformId })}`, undefined);
+  }
+
+  /** The next charge; null when nothing will be charged (404 NO_UPCOMING_INVOICE: on free, or ending). */
+  async upcoming(platformId: string): Promise<Reply<UpcomingInvoice | null>> {
+    const reply = await this.call<UpcomingInvoice>("GET", `/invoices/upcoming${query({ platformId })}`, undefined);
+    return "refused" in reply && reply.refused.code === "NO_UPCOMING_INVOICE" ? { ok: null } : reply;
   }
 
   /** Newest first; `cursor` is null on the last page. */

@@ -115,14 +115,24 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
       expect(sent).toMatchObject({ method: "GET", query: { platformId: ada.platformId }, authorization: expect.stringMatching(/^Bearer \S+$/) });
     });
 
-    it("a paid platform: the plan's price at the period's end is the next charge; --json is billing's subscription", async () => {
+    it("a paid platform: the upcoming invoice's amount at the period's end is the next charge; --json is billing's subscription with it", async () => {
       const ada = await paid("starter");
       const subscription = await subscriptionOf(ada);
       const end = new Date(subscription.currentPeriodEnd * 1000).toISOString().slice(0, 16).replace("T", " ");
       const stdout = succeeded(await billing(ada, ["status"]));
       expect(stdout).toContain(`Platform ${ada.platformId}: Starter (starter), active\n`);
       expect(stdout).toContain(`  next charge: $29.00 on ${end} UTC\n`);
-      expect(json(await billing(ada, ["status", "--json"]))).toEqual(subscription);
+      expect(json(await billing(ada, ["status", "--json"]))).toEqual({ ...subscription, upcoming: expect.objectContaining({ amountDueCents: 2900, nextChargeAt: subscription.currentPeriodEnd }) });
+    });
+
+    it("the next charge is what billing will take: this period's usage beyond the plan is in it (DESIGN §6.9)", async () => {
+      const ada = await paid("starter");
+      // 100,000 api requests are included; 250,000 more at 0.004 cents each are $10.00
+      const events = [{ id: "over-1", platformId: ada.platformId, meter: "api_requests", quantity: 350_000, timestamp: Math.floor(Date.now() / 1000) }];
+      const r = await fetch(`${live.url}/usage/events`, { method: "POST", headers: { authorization: `Bearer ${live.operatorToken}`, "content-type": "application/json" }, body: JSON.stringify({ events }) });
+      expect(r.status).toBe(200);
+      const stdout = succeeded(await billing(ada, ["status"]));
+      expect(stdout).toMatch(new RegExp(`  next charge: \\$39\\.00 on ${UTC_MINUTE}\\n`));
     });
 
     it("a platform-less login is told so; an operator names the platform with --platform", async () => {

@@ -73,6 +73,24 @@ export async function platformScope(
   return { caller, platformId: own };
 }
 
+/**
+ * The scope of a read of one platform's resource found by its own id (an invoice): `named` is
+ * checked as `platformScope` checks it; without it a tenant reads its own platform, and an operator
+ * or a service the resource's (null when there is no such resource). A resource outside the scope is
+ * then simply not found, and the answer names nothing of its owner (DESIGN §6.9).
+ */
+export async function resourceScope(
+  c: Context,
+  deps: { credentials: CredentialResolvers; platforms: PlatformDirectory },
+  permission: "billing:read" | "billing:manage",
+  named: string | undefined,
+  resourcePlatformId: string | null,
+): Promise<PlatformScope | null> {
+  const caller = await requireCaller(c, deps.credentials);
+  if (named === undefined && platformWide(caller, permission)) return resourcePlatformId ? { caller, platformId: resourcePlatformId } : null;
+  return platformScope(c, deps, permission, named);
+}
+
 /** Table B and `/operator/*` (DESIGN §6.7): `billing:operate` (operators) and services. */
 export async function requireOperator(c: Context, credentials: CredentialResolvers): Promise<Caller> {
   const caller = await requireCaller(c, credentials);

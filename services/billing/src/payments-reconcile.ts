@@ -5,6 +5,8 @@ import type { ProviderPayment } from "./provider/types.js";
 
 /** The window `GET /operator/payments/reconcile` looks at by default: the last 35 days (DESIGN §6.9). */
 export const DEFAULT_RECONCILE_DAYS = 35;
+/** The widest window one call reads (each call lists the provider's payments of it). */
+export const MAX_RECONCILE_DAYS = 400;
 /** Payments a day either side of the window are read too, so an invoice paid at its edge finds its payment. */
 const EDGE_MS = 86_400_000;
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, gt } from "drizzle-orm";
+import { ApiError } from "@core/kit";
 import type { Db } from "@core/storage";
 import { findCustomer } from "./customers.js";
 import { portalSessions } from "./db/schema.js";
@@ -9,6 +10,7 @@ import type { PortalView } from "./pages/portal.js";
 import { PAID_TIERS, type Tier } from "./plans.js";
 import { TEST_CARDS } from "./provider/local.js";
 import { currentSubscription, subscriptionJson, toSecond } from "./subscriptions.js";
+import { upcomingInvoice } from "./upcoming.js";
 import { currentUsage } from "./usage.js";
 
 /** A portal session lasts an hour (DESIGN §6.1), on the wall clock: the test clock never ends one. */
@@ -50,7 +52,13 @@ const PORTAL_INVOICES = 24;
 
 const testCardLabel = (token: string) => {
   const card = TEST_CARDS[token]!;
-  const outcome = card.refused ? `declined: ${card.refused.declineCode ?? card.refused.code}` : card.failsCharges ? "attaches, then every charge fails" : "succeeds";
+  const outcome = card.refused
+    ? `declined: ${card.refused.declineCode ?? card.refused.code}`
+    : card.failsCharges
+      ? "attaches, then every charge fails"
+      : card.losesFirstAnswer
+        ? "its first charge's answer is lost, then found"
+        : "succeeds";
   return `${card.brand} •••• ${card.last4} (${token}, ${outcome})`;
 };
 
@@ -73,7 +81,21 @@ export async function portalView(engine: Engine, session: PortalSession): Promis
     plan: engine.catalogue.plan(subscription.tier as Tier),
     plans: PAID_TIERS.map((tier) => engine.catalogue.plan(tier)),
     usage: await currentUsage(engine.db, engine.catalogue, subscription, undefined),
-    invoices: invoices.map((r) => ({ id: r.id, number: r.number, status: r.status, totalCents: r.totalCents, amountPaidCents: r.amountPaidCents, periodStart: Math.floor(r.periodStart.getTime() / 1000), createdAt: Math.floor(r.createdAt.getTime() / 1000) })),
+    invoices: invoices.map((r) => ({
+      id: r.id,
+      number: r.number,
+      status: r.status,
+      totalCents: r.totalCents,
+      amountPaidCents: r.amountPaidCents,
+      amountDueCents: r.amountDueCents,
+      periodStart: Math.floor(r.periodStart.getTime() / 1000),
+      createdAt: Math.floor(r.createdAt.getTime() / 1000),
+      paying: r.collectionState !== null,
+    })),
+    upcoming: await upcomingInvoice(engine, session.platformId).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === "NO_UPCOMING_INVOICE") return null;
+      throw err;
+    }),
     cards: cards.map((card) => ({ ...card, isDefault: card.id === customer.defaultPaymentMethodId })),
     testCards: engine.provider.name === "local" ? Object.keys(TEST_CARDS).map((token) => ({ token, label: testCardLabel(token) })) : null,
   };

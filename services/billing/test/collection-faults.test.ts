@@ -92,20 +92,20 @@ const PATHS: MoneyPath[] = [
   {
     name: "seats",
     prepare: async (b) => {
-      const scene = await upgradedScene(b);
-      // a downgrade waits for the period's end: more seats must not call it off
-      await b.call("POST", "/subscription/change-tier", { headers: scene.owner, body: { tier: "starter" } });
-      await b.call("POST", "/subscription/cancel", { headers: scene.owner });
+      const scene = await upgradedScene(b, "plan_growth");
+      // a downgrade and a cancellation wait for the period's end: more seats must call neither off
+      expect((await b.call("POST", "/subscription/change-tier", { headers: scene.owner, body: { tier: "starter" } })).body.subscription.pendingTier).toBe("starter");
+      expect((await b.call("POST", "/subscription/cancel", { headers: scene.owner })).status).toBe(200);
       return scene;
     },
     act: (b, s) => b.call("PATCH", `/subscriptions/${s.subscription.id}`, { headers: { ...s.op, "idempotency-key": s.idempotencyKey }, body: { quantity: 3 } }),
     paid: async (b, s) => {
-      expect(await subscriptionOf(b, s)).toMatchObject({ tier: "starter", quantity: 3, cancelAtPeriodEnd: true });
+      expect(await subscriptionOf(b, s)).toMatchObject({ tier: "growth", quantity: 3, pendingTier: "starter", cancelAtPeriodEnd: true });
       expect((await invoicesOf(b, s))[0]).toMatchObject({ status: "paid" });
     },
     declined: async (b, s, answer) => {
       expect(answer?.status).toBe(402);
-      expect(await subscriptionOf(b, s)).toMatchObject({ quantity: 1, cancelAtPeriodEnd: true });
+      expect(await subscriptionOf(b, s)).toMatchObject({ quantity: 1, pendingTier: "starter", cancelAtPeriodEnd: true });
     },
   },
   {

@@ -1,4 +1,4 @@
-import type { BillingClient, Invoice, Plan, ProrationPreview, Subscription } from "../billing-client.js";
+import type { BillingClient, Invoice, Plan, ProrationPreview, Subscription, UpcomingInvoice } from "../billing-client.js";
 import type { Context, Outcome } from "../context.js";
 import { failures } from "../failures.js";
 import { groupThousands, money, plural, table, when } from "../format.js";
@@ -32,17 +32,18 @@ export const billing = {
   async status(ctx: Context, options: BillingOptions): Promise<Outcome> {
     const session = await connect(ctx, options);
     const platformId = await platformOf(ctx, session);
-    const [subscription, plans] = await Promise.all([
+    const [subscription, plans, upcoming] = await Promise.all([
       ask(session, "Reading the subscription", (b) => b.subscription(platformId)),
       ask(session, "Reading the plans", (b) => b.plans()),
+      ask(session, "Reading the next charge", (b) => b.upcoming(platformId)),
     ]);
     const plan = planOf(plans, subscription.tier);
     return {
       text: [
         `Platform ${subscription.platformId}: ${planName(plan, subscription.tier)}${seats(subscription.quantity)}, ${subscription.status}`,
-        ...subscriptionLines(subscription, plans),
+        ...subscriptionLines(subscription, plans, upcoming),
       ].join("\n"),
-      json: subscription,
+      json: { ...subscription, upcoming },
     };
   },
 
@@ -70,12 +71,13 @@ export const billing = {
     const idempotencyKey = globalThis.crypto.randomUUID();
     const answer = await ask(session, `Upgrading to ${tier}`, (b) => b.upgrade({ planId: plan.id, paymentMethodId: card, billingEmail, idempotencyKey }, options.platform), { tier, card });
     const { subscription, invoice } = answer;
+    const upcoming = await ask(session, "Reading the next charge", (b) => b.upcoming(subscription.platformId));
     return {
       text: [
         `Upgraded platform ${subscription.platformId} to ${planName(plan, tier)}: charged ${money(invoice.amountDueCents, invoice.currency)} to ${card}.`,
         `  invoice:     ${invoice.number ?? invoice.id} (${invoice.status})`,
         `  email:       ${billingEmail}`,
-        ...subscriptionLines(subscription, plans),
+        ...subscriptionLines(subscription, plans, upcoming),
       ].join("\n"),
       json: answer,
     };
@@ -115,14 +117,14 @@ export const billing = {
       { tier, preview },
     );
     const { subscription, invoice } = change;
-    const plans = await ask(session, "Reading the plans", (b) => b.plans());
+    const [plans, upcoming] = await Promise.all([ask(session, "Reading the plans", (b) => b.plans()), ask(session, "Reading the next charge", (b) => b.upcoming(subscription.platformId))]);
     const charged = invoice ? `: charged ${money(invoice.amountDueCents, invoice.currency)} (invoice ${invoice.number ?? invoice.id}, ${invoice.status})` : "";
     const head = callOff
       ? `Called off the waiting change: platform ${subscription.platformId} stays on ${tier}, and nothing was charged.`
       : upgrade
         ? `Changed platform ${subscription.platformId} to ${tier}${charged}.`
         : `Scheduled the change to ${tier} for ${when(subscription.currentPeriodEnd)}: ${subscription.tier} stays until then, and nothing was charged.`;
-    return { text: [head, ...subscriptionLines(subscription, plans)].join("\n"), json: { preview, ...change } };
+    return { text: [head, ...subscriptionLines(subscription, plans, upcoming)].join("\n"), json: { preview, ...change } };
   },
 
   async cancel(ctx: Context, options: BillingOptions): Promise<Outcome> {
@@ -237,6 +239,10 @@ function hintFor(refusal: Refusal, { tier, card, preview }: Subject, { client, s
     }
     case "NOT_SUBSCRIBED":
       return "The platform is on free: there is no paid plan to cancel.";
+    case "PAYMENT_PENDING":
+      return refusal.status === 503
+        ? "The payment provider did not answer yet: billing asks it again, and nothing is charged twice. core billing status shows the outcome in a minute or two."
+        : "A payment of this subscription is being confirmed with the payment provider: try again once core billing status shows it settled.";
     case "CHANGE_IN_PROGRESS":
     case "IDEMPOTENCY_KEY_IN_USE":
       return "Another change of this subscription was under way: try again.";
@@ -266,8 +272,12 @@ const planOf = (plans: Plan[], tier: string) => (Array.isArray(plans) ? plans.fi
 const planName = (plan: Plan | undefined, tier: string) => (plan ? `${plan.name} (${tier})` : tier);
 const seats = (quantity: number) => (quantity > 1 ? ` × ${quantity}` : "");
 
-/** The period and what billing charges next (DESIGN §6.3): the plan's price at the period's end, unless it cancels. */
-function subscriptionLines(s: Subscription, plans: Plan[]): string[] {
+/**
+ * The period and what billing charges next: the upcoming invoice's amount (DESIGN §6.9: tax, credit
+ * and this period's usage so far included), or why nothing is. Without it (`undefined`: not asked),
+ * the plan's price.
+ */
+function subscriptionLines(s: Subscription, plans: Plan[], upcoming?: UpcomingInvoice | null): string[] {
   const lines = [`  period:      ${when(s.currentPeriodStart)} → ${when(s.currentPeriodEnd)}`];
   if (s.status === "trialing" && s.trialEnd !== null) lines.push(`  trial:       ends ${when(s.trialEnd)}`);
   const chargeAt = s.status === "trialing" && s.trialEnd !== null ? s.trialEnd : s.currentPeriodEnd;
@@ -276,9 +286,10 @@ function subscriptionLines(s: Subscription, plans: Plan[]): string[] {
   const quantity = s.pendingQuantity ?? s.quantity;
   let next: string;
   if (s.cancelAtPeriodEnd) next = `none — cancels on ${when(s.currentPeriodEnd)}, then the platform is on free`;
-  else if (nextTier === "free") next = "none (the free plan)";
+  else if (upcoming) next = `${money(upcoming.amountDueCents, upcoming.currency)} on ${when(upcoming.nextChargeAt)}${upcoming.taxCents > 0 ? `, ${money(upcoming.taxCents, upcoming.currency)} tax included` : ""}`;
+  else if (nextTier === "free" || upcoming === null) next = "none (the free plan)";
   else if (!nextPlan) next = `the ${nextTier} plan's price on ${when(chargeAt)}`;
-  else next = `${money(nextPlan.priceCents * quantity, nextPlan.currency)} on ${when(chargeAt)}`;
+  else next = `${money(nextPlan.priceCents * quantity, nextPlan.currency)} on ${when(chargeAt)}, before tax`;
   if (!s.cancelAtPeriodEnd && s.pendingTier) next += `, when the change to ${planName(nextPlan, s.pendingTier)} takes effect`;
   lines.push(`  next charge: ${next}`);
   if (s.status === "past_due") lines.push("  The last payment failed: billing retries it, and a new default card is tried at once.");

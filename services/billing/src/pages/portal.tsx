@@ -20,8 +20,18 @@ export interface PortalInvoice {
   status: string;
   totalCents: number;
   amountPaidCents: number;
+  amountDueCents: number;
   periodStart: number;
   createdAt: number;
+  /** a payment of it is in flight (DESIGN §6.9): no "Pay now" meanwhile */
+  paying: boolean;
+}
+
+/** What the next renewal charges (`GET /invoices/upcoming`), or null when nothing will be. */
+export interface PortalUpcoming {
+  amountDueCents: number;
+  taxCents: number;
+  nextChargeAt: number;
 }
 
 /** Everything the portal's main page shows (DESIGN §6.1). */
@@ -35,6 +45,7 @@ export interface PortalView {
   plans: Plan[];
   usage: Usage;
   invoices: PortalInvoice[];
+  upcoming: PortalUpcoming | null;
   cards: (PaymentMethodView & { isDefault: boolean })[];
   /** the test cards a person can add (local provider), or null */
   testCards: { token: string; label: string }[] | null;
@@ -79,17 +90,16 @@ function AlertBox(props: { alert: Alert }) {
   );
 }
 
-/** What the subscription will charge next, in words. */
+/** What the subscription will charge next, in words: the upcoming invoice's amount, tax and usage so far included (DESIGN §6.9). */
 function nextCharge(v: PortalView): string {
   const s = v.subscription;
   const money = (cents: number) => formatMoney(cents, v.currency);
-  if (s.tier === "free" && s.status !== "trialing") return "Nothing: the free plan costs nothing";
   if (s.cancelAtPeriodEnd) return `Nothing: the plan ends on ${day(s.currentPeriodEnd)}, then the platform is on Free`;
+  if (!v.upcoming) return "Nothing: the free plan costs nothing";
   const tier = s.pendingTier ?? s.tier;
   const plan = v.plans.find((p) => p.tier === tier) ?? v.plan;
-  const quantity = s.pendingQuantity ?? s.quantity;
-  const at = s.status === "trialing" ? s.trialEnd : s.currentPeriodEnd;
-  return `${money(plan.priceCents * quantity)} on ${day(at)}${tier !== s.tier ? ` (${plan.name}, from then on)` : ""}`;
+  const tax = v.upcoming.taxCents > 0 ? `, ${money(v.upcoming.taxCents)} tax included` : "";
+  return `${money(v.upcoming.amountDueCents)} on ${day(v.upcoming.nextChargeAt)}${tax}${tier !== s.tier ? ` (${plan.name}, from then on)` : ""}`;
 }
 
 function PortalPage(props: { view: PortalView; alert: Alert }) {
@@ -234,7 +244,13 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
               <a href={`${v.base}/invoices/${i.id}`}>{i.number ?? i.id}</a>
               <span>{day(i.createdAt)}</span>
               <span class="amount">{money(i.totalCents)}</span>
-              <span>{i.status}</span>
+              <span>{i.paying ? "payment being confirmed" : i.status}</span>
+              {i.status === "open" && !i.paying ? (
+                <form method="post" action={`${v.base}/invoices/${i.id}/pay`}>
+                  <input type="hidden" name="key" value={crypto.randomUUID()} />
+                  <button type="submit">Pay {money(i.amountDueCents)} now</button>
+                </form>
+              ) : null}
             </li>
           ))}
         </ul>

@@ -1,27 +1,24 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { cursorParam, errorResponses, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
-import { platformScope } from "../access.js";
+import { platformScope, resourceScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import type { InvoiceRow } from "../db/schema.js";
 import { invoiceById, listInvoices } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
+import { upcomingInvoice } from "../upcoming.js";
 import { bothPrefixes } from "./answers.js";
-import { InvoiceSchema, pathId, platformQuery } from "./schemas.js";
+import { InvoiceSchema, pathId, platformQuery, UpcomingInvoiceSchema } from "./schemas.js";
 
-/** Table A's invoice rows (spec §4.4; DESIGN §6.4): a page of the platform's invoices, one invoice, its printable page. */
+/** Table A's invoice rows (spec §4.4; DESIGN §6.4, §6.9): a page of the platform's invoices, the upcoming one, one invoice, its printable page. */
 export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
   const { db } = ctx.engine;
 
-  /** An invoice the caller may read: finalized, of the platform in scope (404 otherwise, as if it did not exist). */
+  /** An invoice the caller may read: finalized, of the platform in scope (404 otherwise, as if it did not exist, naming nothing of its owner). */
   async function readable(c: Parameters<typeof platformScope>[0], id: string, named: string | undefined): Promise<InvoiceRow> {
     const row = await invoiceById(db, id);
-    const scoped = await platformScope(c, ctx, "billing:read", named ?? row?.platformId ?? undefined).catch((err: unknown) => {
-      // an operator asking for an unknown invoice: its platform cannot be named, and it is simply not found
-      if (!row) throw notFound(`No invoice ${id}`);
-      throw err;
-    });
-    if (!row || row.status === "draft" || row.platformId !== scoped.platformId) throw notFound(`No invoice ${id}`);
+    const scoped = await resourceScope(c, ctx, "billing:read", named, row?.platformId ?? null);
+    if (!row || !scoped || row.status === "draft" || row.platformId !== scoped.platformId) throw notFound(`No invoice ${id}`);
     return row;
   }
 
@@ -42,6 +39,26 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
         const query = c.req.valid("query");
         const { platformId } = await platformScope(c, ctx, "billing:read", query.platformId);
         return c.json(await listInvoices(db, platformId, query), 200);
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/invoices/upcoming")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The invoice the next renewal will make: the next period at the waiting tier and seats, this period's overage so far, tax and credit; what the card will be charged",
+        description:
+          "DESIGN §6.9: in the invoice's shape with id and number null and status upcoming, with nextChargeAt. Every next charge shown (the portal, core billing status) is its amountDueCents. " +
+          "404 NO_UPCOMING_INVOICE when nothing will be charged (on free, or ending at the period's end).",
+        security: security.anyCredential,
+        request: { query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: jsonContent(UpcomingInvoiceSchema, "The upcoming invoice"), ...errorResponses(401, 403, 404, 429, 503) },
+      }),
+      async (c) => {
+        const { platformId } = await platformScope(c, ctx, "billing:read", c.req.valid("query").platformId);
+        return c.json(await upcomingInvoice(ctx.engine, platformId), 200);
       },
     );
   }

@@ -1,10 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
+import { badRequest, cursorParam, errorResponses, integerQuery, jsonBody, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
 import { actorOf, auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { reconcileUsage } from "../metering/reconcile.js";
-import { generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, startTrial, voidByOperator } from "../operator.js";
+import { generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, payInvoice, startTrial, voidByOperator } from "../operator.js";
+import { DEFAULT_RECONCILE_DAYS, MAX_RECONCILE_DAYS, reconcilePayments } from "../payments-reconcile.js";
 import { subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
 import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
@@ -20,6 +21,17 @@ const CreditInput = z
   })
   .strict()
   .openapi("CreditInput");
+
+const PaymentReconcileAnswer = z
+  .object({
+    consistent: z.boolean(),
+    payments: z.number().int(),
+    paidInvoices: z.number().int(),
+    unmatchedPayments: z.array(z.object({ providerPaymentId: z.string(), invoiceId: z.string(), amountCents: z.number().int() })),
+    paidWithoutPayment: z.array(z.object({ invoiceId: z.string() })),
+    duplicatePayments: z.array(z.object({ invoiceId: z.string(), providerPaymentIds: z.array(z.string()) })),
+  })
+  .openapi("PaymentReconciliation");
 
 const CreditAnswer = z
   .object({ customerId: z.string(), amountCents: z.number().int(), currency: z.string(), description: z.string(), balanceCents: z.number().int() })
@@ -118,6 +130,63 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
         return { status: 201, body: invoiceJson(invoice, await linesOf(engine.db, invoice.id)) };
       });
       return keyedAnswer(c, keyed);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/invoices/{id}/pay",
+      summary: "Collect an open invoice now, with the customer's default card or the one given: paid (200), refused (402, a dunning attempt), or unknown (503 PAYMENT_PENDING)",
+      description:
+        "DESIGN §6.9: the invoice's next attempt, through the one collection path. Retried with the same Idempotency-Key, it answers what that attempt came to and never begins another. " +
+        "409 INVOICE_NOT_OPEN for an invoice that is not open, PAYMENT_PENDING while a payment of it is in flight.",
+      security: security.anyCredential,
+      request: {
+        params: z.object({ id: pathId("id") }),
+        headers: IdempotencyHeader,
+        body: jsonBody(z.object({ paymentMethodId: Id.optional().openapi({ description: "a card of the invoice's customer; default its default card" }) }).strict().openapi("PayInvoiceInput")),
+      },
+      responses: { 200: jsonContent(InvoiceSchema, "The paid invoice"), ...errorResponses(400, 401, 402, 403, 404, 409, 422, 503) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const id = c.req.valid("param").id;
+      const input = c.req.valid("json");
+      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/invoices/{id}/pay", key: c.req.valid("header")["idempotency-key"], request: { id, ...input } }, async (requestKey) => {
+        const invoice = await payInvoice(engine, id, input, requestKey);
+        await auditRequest(c, engine, caller, { action: "invoice.pay", targetType: "invoice", targetId: invoice.id, after: { status: invoice.status, amountPaidCents: invoice.amountPaidCents } });
+        return { status: 200, body: invoiceJson(invoice, await linesOf(engine.db, invoice.id)) };
+      });
+      return keyedAnswer(c, keyed);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/operator/payments/reconcile",
+      summary: "The payment provider's payments for billing against the invoices: consistent when every payment paid one invoice, by its amount, and every invoice paid with money has exactly one payment",
+      description:
+        "DESIGN §6.9. `from` and `to` are Unix seconds of wall-clock time, the provider's (when a payment was made, when an invoice's paying attempt began); default the last 35 days, at most 400 days at once. " +
+        "unmatchedPayments: money taken for an invoice that is not paid, or for another amount; paidWithoutPayment: a paid invoice the provider has no payment for; duplicatePayments: an invoice paid more than once.",
+      security: security.anyCredential,
+      request: {
+        query: z.object({
+          from: integerQuery(0, 253_402_300_799).optional().openapi({ param: { name: "from", in: "query" }, description: "Unix seconds; default `to` less 35 days" }),
+          to: integerQuery(0, 253_402_300_799).optional().openapi({ param: { name: "to", in: "query" }, description: "Unix seconds; default now" }),
+        }),
+      },
+      responses: { 200: jsonContent(PaymentReconcileAnswer, "The reconciliation"), ...errorResponses(400, 401, 403, 429, 503) },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      const query = c.req.valid("query");
+      const to = query.to ?? Math.floor(engine.time.wallNow().getTime() / 1000);
+      const from = query.from ?? to - DEFAULT_RECONCILE_DAYS * 86_400;
+      if (from > to) throw badRequest("`from` must not come after `to`", { path: "from" });
+      if (to - from > MAX_RECONCILE_DAYS * 86_400) throw badRequest(`At most ${MAX_RECONCILE_DAYS} days at once`, { path: "to" });
+      return c.json(await reconcilePayments(engine, { from: new Date(from * 1000), to: new Date(to * 1000) }), 200);
     },
   );
 

@@ -5,12 +5,14 @@ import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, ty
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
+import { PaymentPending } from "../collection.js";
 import { atProvider, customerOfPlatform, detachCard, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
 import { finalizedInvoiceOf } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { renderInvoicePage } from "../pages/invoice.js";
 import { renderChange, renderMessage, renderPortal, type Alert } from "../pages/portal.js";
 import { PAID_TIERS, type PaidTier } from "../plans.js";
+import { payInvoice } from "../operator.js";
 import { livePortalSession, portalView, type PortalSession } from "../portal.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
 import { currentSubscription, toSecond } from "../subscriptions.js";
@@ -30,6 +32,9 @@ const PortalInput = z
 const PortalAnswer = z.object({ id: z.string(), url: z.string().openapi({ description: "the portal page, valid for an hour" }) }).openapi("PortalSession");
 
 /** What a person reads after each portal action (fixed texts: nothing from the address is echoed). */
+/** What a person reads while a payment's outcome is not known yet (DESIGN §6.9). */
+const PENDING_TEXT = "Your payment is being confirmed with the payment provider: nothing will be charged twice. This page shows the outcome once it is known, in a minute or two.";
+
 const NOTICES: Record<string, Exclude<Alert, null>> = {
   card_added: { kind: "success", text: "Card added." },
   default_set: { kind: "success", text: "Default card changed. Any payment that failed was tried again with it." },
@@ -40,6 +45,7 @@ const NOTICES: Record<string, Exclude<Alert, null>> = {
   subscribed: { kind: "success", text: "Subscribed. The first month is paid." },
   canceled: { kind: "info", text: "Your plan will end at the end of this period." },
   resumed: { kind: "success", text: "Your plan continues." },
+  paid: { kind: "success", text: "Paid. Thank you." },
 };
 
 /**
@@ -113,6 +119,8 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
       const outcome = await act(c, session, await form(c));
       return typeof outcome === "string" ? c.redirect(`/portal/${session.id}?notice=${outcome}`, 303) : outcome;
     } catch (err) {
+      // the provider has not said yet: nothing is charged twice, and the page shows it being confirmed (DESIGN §6.9)
+      if (err instanceof PaymentPending) return renderPortal(c, await portalView(engine, session), { kind: "info", text: PENDING_TEXT }, 202);
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
       return renderPortal(c, await portalView(engine, session), { kind: "error", text: err.message }, err.status as 400);
     }
@@ -254,6 +262,24 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
         if (err instanceof ApiError && err.code === "AMOUNT_CHANGED") return changePage(c, session, tier, { kind: "error", text: "The amount changed since you looked. Here is the new one: nothing was charged." }, 409);
         throw err;
       }
+    }),
+  );
+
+  app.post(
+    "/portal/:id/invoices/:invoiceId/pay",
+    action(async (c, session, fields) => {
+      const key = fields.key && /^[0-9a-f-]{36}$/.test(fields.key) ? fields.key : undefined;
+      const invoiceId = c.req.param("invoiceId") ?? "";
+      // the form's key makes a second submit (a double click, a reload) answer the first: one charge
+      const keyed = await ctx.idempotency.run({ caller: `portal:${session.customerId}`, route: "/portal/pay", key, request: { invoiceId } }, async (requestKey) => {
+        await payInvoice(engine, invoiceId, { platformId: session.platformId }, requestKey);
+        return { status: 200, body: { notice: "paid" } };
+      });
+      if (keyed.status >= 400) {
+        const stored = (keyed.body as { error: { code: string; message: string } }).error;
+        throw new ApiError(keyed.status as 402, stored.code, stored.message);
+      }
+      return "paid";
     }),
   );
 

@@ -98,6 +98,15 @@ export const InvoiceSchema = z
   })
   .openapi("Invoice");
 
+export const UpcomingInvoiceSchema = InvoiceSchema.extend({
+  id: z.null(),
+  number: z.null(),
+  status: z.literal("upcoming"),
+  nextChargeAt: Seconds.openapi({ description: "when the renewal charges it (billing time)" }),
+  chargeCents: z.number().int().openapi({ description: "what the card will be charged: amountDueCents less an amount under the minimum charge, carried on" }),
+  lines: z.array(InvoiceLineSchema.extend({ id: z.null() })),
+}).openapi("UpcomingInvoice");
+
 export const PaymentMethodSchema = z
   .object({
     id: z.string(),
