@@ -1,4 +1,5 @@
 import type { Page } from "playwright-core";
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listen, type RunningServer } from "@core/kit";
 import { testDatabases } from "@core/storage";
@@ -173,6 +174,71 @@ describe.each(testDatabases())("the customer portal over HTTP on $name", (databa
   });
 });
 
+describe.each(testDatabases())("the portal's Pay now on $name (DESIGN §6.9)", (database) => {
+  let b: Billing;
+  beforeAll(async () => {
+    b = await startBilling(database);
+  });
+  afterAll(() => b?.close());
+
+  it("pays a refused renewal with Pay now: a refusal on the page and a dunning attempt, then paid; an answer still unknown is shown being confirmed, then settles", async () => {
+    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
+    const op = b.as.operator();
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
+    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
+    await b.ctx.worker.pass();
+    const open = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data[0];
+    expect(open).toMatchObject({ status: "open", attemptCount: 1 });
+    const r = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: RETURN } });
+    const path = new URL(r.body.url).pathname;
+    const page = await (await b.app.request(path)).text();
+    expect(page).toContain(`action="${path}/invoices/${open.id}/pay"`);
+    expect(page).toContain("Pay $29.00 now");
+
+    const refused = await post(b, `${path}/invoices/${open.id}/pay`, { key: crypto.randomUUID() });
+    expect(refused.status).toBe(402);
+    expect(await refused.text()).toContain("Your card was declined.");
+    expect((await b.call("GET", `/invoices/${open.id}`, { headers: owner })).body).toMatchObject({ status: "open", attemptCount: 2 });
+
+    // a card whose first answer is lost: the page says the payment is being confirmed, and offers no second payment
+    const lost = (await b.call("POST", "/payment-methods/pm_card_core_answerLost/attach", { headers: op, body: { customerId: subscription.customerId } })).body;
+    // a new default card retries the refused invoice at once (DESIGN §6.3): its answer is lost
+    await b.call("POST", `/payment-methods/${lost.id}/set-default`, { headers: op, body: { customerId: subscription.customerId } });
+    const confirming = (await b.call("GET", `/invoices/${open.id}`, { headers: owner })).body;
+    expect(confirming).toMatchObject({ status: "open", collection: { state: "pending" } });
+    const shown = await (await b.app.request(path)).text();
+    expect(shown).toContain("payment being confirmed");
+    expect(shown).not.toContain(`${path}/invoices/${open.id}/pay`);
+    const again = await post(b, `${path}/invoices/${open.id}/pay`, { key: crypto.randomUUID() });
+    expect(again.status).toBe(409);
+    // a minute later billing asks the provider, finds the charge, and the invoice is paid, once
+    b.clock.advance(61_000);
+    await b.ctx.worker.pass();
+    expect((await b.call("GET", `/invoices/${open.id}`, { headers: owner })).body).toMatchObject({ status: "paid", collection: null });
+    expect((await b.call("GET", `/subscription?platformId=${platformId}`, { headers: owner })).body.status).toBe("active");
+  });
+
+  it("Pay now answers a double submit (the same form) once, and the page says it is paid", async () => {
+    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
+    const op = b.as.operator();
+    const good = (await b.call("GET", `/customers/${subscription.customerId}`, { headers: op })).body.defaultPaymentMethodId;
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
+    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
+    await b.ctx.worker.pass();
+    const open = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data[0];
+    // the good card is the default again in the records only (a new default through the API would retry at once)
+    const portal = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: RETURN } });
+    const path = new URL(portal.body.url).pathname;
+    await b.engine.db.execute(sql`update billing.customers set default_payment_method_id = ${good} where id = ${subscription.customerId}`);
+    const key = crypto.randomUUID();
+    const [first, second] = await Promise.all([post(b, `${path}/invoices/${open.id}/pay`, { key }), post(b, `${path}/invoices/${open.id}/pay`, { key })]);
+    const locations = [first, second].filter((x) => x.status === 303).map((x) => x.headers.get("location"));
+    expect(locations).toContain(`${path}?notice=paid`);
+    expect(await (await b.app.request(`${path}?notice=paid`)).text()).toContain("Paid. Thank you.");
+    expect((await b.call("GET", `/invoices/${open.id}`, { headers: owner })).body).toMatchObject({ status: "paid" });
+  });
+});
+
 requireBrowserOrSkip();
 
 /**
@@ -244,6 +310,29 @@ describe.skipIf(!hasChromium)("the customer portal in a real browser (Chromium)"
 
     await page.getByRole("link", { name: "← Back" }).click();
     expect(page.url()).toBe(`${server.url}/plans`);
+  });
+
+  it("pays a refused renewal with Pay now, and the next charge shows what the renewal will take", async () => {
+    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
+    const op = b.as.operator();
+    const good = (await b.call("GET", `/customers/${subscription.customerId}`, { headers: op })).body.defaultPaymentMethodId;
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
+    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
+    await b.ctx.worker.pass();
+    // the good card is the default again in the records only, so the payment is the page's
+    await b.engine.db.execute(sql`update billing.customers set default_payment_method_id = ${good} where id = ${subscription.customerId}`);
+    const session = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: `${server.url}/plans` } });
+    const page = await browsers.fresh();
+    page.setDefaultTimeout(8_000);
+    await page.goto(`${server.url}${new URL(session.body.url).pathname}`);
+    expect(await page.locator("dl.facts").innerText()).toMatch(/Status\s+Payment failed: retrying/);
+    await look(page, "billing-portal-08-past-due");
+    await page.getByRole("button", { name: "Pay $29.00 now" }).click();
+    expect(await page.getByRole("status").innerText()).toBe("Paid. Thank you.");
+    expect(await page.locator("dl.facts").innerText()).toMatch(/Status\s+Active/);
+    const upcoming = (await b.call("GET", `/invoices/upcoming?platformId=${platformId}`, { headers: owner })).body;
+    expect(await page.locator("dl.facts").innerText()).toContain(`Next charge\n$${(upcoming.amountDueCents / 100).toFixed(2)} on`);
+    await look(page, "billing-portal-09-paid");
   });
 
   it("fits a phone: one column at 360 px, readable, nothing wider than the window", async () => {

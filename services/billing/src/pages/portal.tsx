@@ -238,7 +238,7 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
       <section class="card" aria-labelledby="invoices">
         <h2 id="invoices">Invoices</h2>
         {v.invoices.length === 0 ? <p class="muted">No invoices yet.</p> : null}
-        <ul class="items">
+        <ul class="items invoices">
           {v.invoices.map((i) => (
             <li>
               <a href={`${v.base}/invoices/${i.id}`}>{i.number ?? i.id}</a>

@@ -33,6 +33,10 @@ button.danger { background: #b91c1c; border-color: #b91c1c; }
 .items { list-style: none; margin: 0 0 1rem; padding: 0; }
 .items li { display: flex; flex-wrap: wrap; gap: .5rem; justify-content: space-between; align-items: center; padding: .5rem 0; border-bottom: 1px solid #e5e7eb; }
 .items form { margin: 0; display: inline; }
+.items.invoices li { display: grid; grid-template-columns: minmax(0, 1fr) 6.5rem 6rem 11rem; gap: .25rem 1rem; }
+.items.invoices li > span:last-of-type { text-align: right; }
+.items.invoices form { grid-column: 1 / -1; justify-self: end; }
+@media (max-width: 30rem) { .items.invoices li { grid-template-columns: minmax(0, 1fr) auto; } .items.invoices li > span:last-of-type { text-align: left; } }
 .badge { display: inline-block; font-size: .75rem; font-weight: 700; padding: 0 .5rem; border-radius: 999px; background: #dbeafe; color: #1e3a8a; }
 @media print { body { background: #fff; } main { margin: 0; max-width: none; } .invoice { border: 0; padding: 0; } }
 `;
