@@ -75,6 +75,8 @@ export interface OpenInvoice extends NewInvoice {
   intent: Intent;
   /** the card the first attempt charges (null: the customer has none, a decline without a charge) */
   paymentMethodId: string | null;
+  /** `worker`: the first attempt is left to the worker, due at once (a period's close); default: begun here */
+  firstAttempt?: "here" | "worker";
 }
 
 /**
@@ -92,6 +94,10 @@ export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenI
     return paid;
   }
   await finalizeDraft(tx, at, draft.id, "open");
+  if (input.firstAttempt === "worker") {
+    const [due] = await tx.update(invoices).set({ nextAttemptAt: at }).where(eq(invoices.id, draft.id)).returning();
+    return due!;
+  }
   return (await beginAttempt(tx, engine, draft.id, 0, input.paymentMethodId))!;
 }
 

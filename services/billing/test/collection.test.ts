@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listen } from "@core/kit";
 import { testDatabases } from "@core/storage";
 import { settle } from "../src/collection.js";
-import { charges, customers, invoices } from "../src/db/schema.js";
+import { charges, invoices, webhookEvents } from "../src/db/schema.js";
 import { moveBalance } from "../src/invoicing.js";
 import { startBilling, type Billing, type Headers } from "./support/billing.js";
 
@@ -226,6 +226,40 @@ describe.each(testDatabases())("collection's routes ($name)", (database) => {
     }
     const [row] = await b.db.select().from(invoices).where(eq(invoices.id, invoice.id));
     expect(row).toMatchObject({ status: "paid", amountPaidCents: invoice.amountPaidCents, attemptCount: 0 });
+  });
+
+  it("sends invoice.payment_pending when a payment's outcome becomes unknown, and invoice.marked_uncollectible when dunning gives up", async () => {
+    const endpoint = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: "http://127.0.0.1:9/hooks", events: ["invoice.payment_pending", "invoice.marked_uncollectible", "invoice.paid"] } });
+    expect(endpoint.status).toBe(201);
+    const eventsOf = async (invoiceId: string) =>
+      (await b.db.select().from(webhookEvents)).filter((e) => (e.data as { id?: string }).id === invoiceId).map((e) => [e.type, (e.data as { status: string }).status]);
+    // an answer lost: pending, then paid once the check finds the charge
+    const { platformId, subscription } = await b.upgraded("plan_starter");
+    await b.call("POST", "/payment-methods/pm_card_core_answerLost/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
+    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
+    await b.ctx.worker.pass();
+    const [renewal] = await invoicesOf(platformId);
+    expect(renewal.collection).toMatchObject({ state: "pending" });
+    expect(await eventsOf(renewal.id)).toEqual([["invoice.payment_pending", "open"]]);
+    b.clock.advance(61_000);
+    await b.ctx.worker.pass();
+    expect(await eventsOf(renewal.id)).toEqual([
+      ["invoice.payment_pending", "open"],
+      ["invoice.paid", "paid"],
+    ]);
+    // a card that always fails: after the last retry the invoice is uncollectible, once
+    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
+    b.clock.set(new Date(((await subscriptionOf(platformId)).currentPeriodEnd + 60) * 1000));
+    await b.ctx.worker.pass();
+    for (const days of [1, 3, 5]) {
+      b.clock.advance(days * 86_400_000);
+      await b.ctx.worker.pass();
+    }
+    const [refused] = await invoicesOf(platformId);
+    expect(refused.status).toBe("uncollectible");
+    expect(await eventsOf(refused.id)).toEqual([["invoice.marked_uncollectible", "uncollectible"]]);
+    expect((await subscriptionOf(platformId)).tier).toBe("free");
+    await b.call("DELETE", `/operator/webhook-endpoints/${endpoint.body.id}`, { headers: op });
   });
 
   it("another tenant's invoice is not found, and the answer names nothing of its owner", async () => {

@@ -1,8 +1,9 @@
-import { eq, sql } from "drizzle-orm";
-import { rowsOf, type Db } from "@core/storage";
-import { invoices, usagePeriods } from "../db/schema.js";
+import { sql } from "drizzle-orm";
+import { rowsOf } from "@core/storage";
+import { openInvoice } from "../collection.js";
+import { usagePeriods } from "../db/schema.js";
 import type { Engine } from "../engine.js";
-import { createDraft, finalizeDraft, lockCustomer, priceInvoice, type DraftLine } from "../invoicing.js";
+import { lockCustomer, priceInvoice, type DraftLine } from "../invoicing.js";
 import { lineAmountCents, overageOf } from "../money.js";
 import { METERS, type Plan, type Tier } from "../plans.js";
 import { canonical, pgTime } from "./events.js";
@@ -47,19 +48,6 @@ export function overageLines(plan: Plan, totals: Record<string, string>, start: 
   return lines;
 }
 
-/** The earliest period whose grace has ended by `now`, and when it did. */
-export async function nextClose(db: Db, now: Date, graceSeconds: number): Promise<{ platformId: string; periodStart: Date; at: Date } | null> {
-  const cutoff = new Date(now.getTime() - graceSeconds * 1000);
-  const [row] = rowsOf<{ platform_id: string; period_start: Date | string; period_end: Date | string }>(
-    await db.execute(sql`
-      select platform_id, period_start, period_end from billing.usage_periods
-      where status = 'open' and period_end <= ${cutoff.toISOString()}::timestamptz
-      order by period_end, platform_id limit 1`),
-  );
-  if (!row) return null;
-  return { platformId: row.platform_id, periodStart: pgTime(row.period_start), at: new Date(pgTime(row.period_end).getTime() + graceSeconds * 1000) };
-}
-
 /**
  * Closes one period at `at` (its end + the grace): its totals are kept with it, and its overage, if it
  * comes to anything, becomes an open usage invoice due at once, which the worker charges next.
@@ -86,11 +74,20 @@ export async function closePeriod(engine: Engine, platformId: string, periodStar
     if (period.customer_id && lines.some((line) => line.amountCents > 0)) {
       const customer = await lockCustomer(tx, period.customer_id);
       const amounts = priceInvoice({ lines, taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
-      const draft = await createDraft(tx, at, { customer, platformId, subscriptionId: period.subscription_id, reason: "usage", periodStart, periodEnd: end, amounts });
-      await finalizeDraft(tx, at, draft.id, "open");
-      // due at once: the worker's next step charges it as it charges a renewal, retries included
-      await tx.update(invoices).set({ nextAttemptAt: at }).where(eq(invoices.id, draft.id));
-      invoiceId = draft.id;
+      // due at once: the worker's next item charges it as it charges a renewal, retries included (DESIGN §6.9)
+      const invoice = await openInvoice(tx, engine, at, {
+        customer,
+        platformId,
+        subscriptionId: period.subscription_id,
+        reason: "usage",
+        periodStart,
+        periodEnd: end,
+        amounts,
+        intent: { kind: "renewal" },
+        paymentMethodId: customer.defaultPaymentMethodId,
+        firstAttempt: "worker",
+      });
+      invoiceId = invoice.id;
     }
     await tx
       .update(usagePeriods)
