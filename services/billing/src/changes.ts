@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { ApiError, badRequest, conflict, unixSeconds } from "@core/kit";
 import type { Db } from "@core/storage";
-import { checkCollection, collectBegun, openInvoice, refuseWhileCollecting, requireSettledPaid } from "./collection.js";
+import { checkCollection, collectBegun, openInvoice, refuseWhileCollecting, requireSettledPaid, type OpenInvoice } from "./collection.js";
 import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer } from "./customers.js";
 import { customers, invoices, type CustomerRow, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
@@ -9,7 +9,7 @@ import { priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } f
 import { addMonthsClamped } from "./periods.js";
 import type { Plan, Tier } from "./plans.js";
 import { prorationLines } from "./proration.js";
-import { retryOpenInvoicesNow, withUpToDateSubscription } from "./renewals.js";
+import { changeWithoutPayment, retryOpenInvoicesNow, withUpToDateSubscription } from "./renewals.js";
 import { changeInProgress, currentSubscription, findSubscription, lockUnderLease, toSecond, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
@@ -29,6 +29,14 @@ async function invoiceOfRequest(db: Db, requestKey: string): Promise<InvoiceRow 
 async function outcomeOfEarlier(engine: Engine, earlier: InvoiceRow): Promise<InvoiceRow> {
   const fresh = earlier.collectionState !== null ? await checkCollection(engine, earlier.id, engine.logger) : earlier;
   return requireSettledPaid(fresh);
+}
+
+/** A change's invoice, opened while the change still holds its subscription's lease (else 409 CHANGE_IN_PROGRESS). */
+async function openUnderLease(engine: Engine, subscriptionId: string, leaseId: string, at: Date, input: OpenInvoice): Promise<InvoiceRow> {
+  return engine.db.transaction(async (tx) => {
+    if (!(await lockUnderLease(tx, subscriptionId, leaseId))) throw changeInProgress();
+    return openInvoice(tx, engine, at, input);
+  });
 }
 
 /** An invoice of a request, and the subscription as its payment left it. */
@@ -78,20 +86,17 @@ export async function upgrade(
       const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
       const end = addMonthsClamped(now, 1);
       const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
-      const begun = await engine.db.transaction(async (tx) => {
-        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
-        return openInvoice(tx, engine, now, {
-          customer,
-          platformId: input.platformId,
-          subscriptionId: subscription.id,
-          reason: "subscription_create",
-          periodStart: now,
-          periodEnd: end,
-          amounts,
-          requestKey: input.requestKey,
-          intent: { kind: "upgrade", tier: plan.tier, planId: plan.id, quantity, paymentMethodId: card.id, metadata: input.metadata ?? null },
-          paymentMethodId: card.id,
-        });
+      const begun = await openUnderLease(engine, subscription.id, leaseId, now, {
+        customer,
+        platformId: input.platformId,
+        subscriptionId: subscription.id,
+        reason: "subscription_create",
+        periodStart: now,
+        periodEnd: end,
+        amounts,
+        requestKey: input.requestKey,
+        intent: { kind: "upgrade", tier: plan.tier, planId: plan.id, quantity, paymentMethodId: card.id, metadata: input.metadata ?? null },
+        paymentMethodId: card.id,
       });
       return { begun, customer, cardId: card.id };
     },
@@ -335,20 +340,17 @@ async function changeSubscription(
         defaultPaymentMethodId: input.defaultPaymentMethodId ?? null,
         cancelAtPeriodEnd: input.cancelAtPeriodEnd ?? null,
       };
-      const begun = await engine.db.transaction(async (tx) => {
-        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
-        return openInvoice(tx, engine, now, {
-          customer,
-          platformId: subscription.platformId,
-          subscriptionId: subscription.id,
-          reason: "subscription_update",
-          periodStart: at,
-          periodEnd: subscription.currentPeriodEnd,
-          amounts,
-          requestKey: input.requestKey,
-          intent,
-          paymentMethodId: input.defaultPaymentMethodId ?? customer.defaultPaymentMethodId,
-        });
+      const begun = await openUnderLease(engine, subscription.id, leaseId, now, {
+        customer,
+        platformId: subscription.platformId,
+        subscriptionId: subscription.id,
+        reason: "subscription_update",
+        periodStart: at,
+        periodEnd: subscription.currentPeriodEnd,
+        amounts,
+        requestKey: input.requestKey,
+        intent,
+        paymentMethodId: input.defaultPaymentMethodId ?? customer.defaultPaymentMethodId,
       });
       return { begun };
     },
@@ -384,18 +386,8 @@ export async function cancelAtPeriodEnd(engine: Engine, platformId: string, canc
   const locate = async () => (await currentSubscription(engine.db, engine.catalogue, platformId, await engine.time.now())).id;
   const found = await findSubscription(engine.db, await locate());
   if (found.tier === "free") throw conflict("NOT_SUBSCRIBED", "The platform is on free: there is no paid subscription to cancel");
-  return withUpToDateSubscription(
-    engine,
-    locate,
-    async (leaseId, now) => {
-      const subscription = await findSubscription(engine.db, await locate());
-      if (subscription.tier === "free") throw conflict("NOT_SUBSCRIBED", "The subscription has ended already");
-      await refuseWhileCollecting(engine.db, subscription.id);
-      return engine.db.transaction(async (tx) => {
-        if (!(await lockUnderLease(tx, subscription.id, leaseId))) throw changeInProgress();
-        return writeSubscription(tx, subscription, { cancelAtPeriodEnd: cancel, updatedAt: now });
-      });
-    },
-    engine.logger,
-  );
+  return changeWithoutPayment(engine, locate, async (tx, subscription, now) => {
+    if (subscription.tier === "free") throw conflict("NOT_SUBSCRIBED", "The subscription has ended already");
+    return writeSubscription(tx, subscription, { cancelAtPeriodEnd: cancel, updatedAt: now });
+  });
 }

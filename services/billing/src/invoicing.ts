@@ -284,16 +284,22 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     attemptCount: row.attemptCount,
     nextPaymentAttempt: seconds(row.nextAttemptAt),
     collection: row.collectionState ? { state: row.collectionState, since: seconds(row.collectionSince), nextCheckAt: seconds(row.nextCheckAt) } : null,
-    lines: lines.map((line) => ({
-      id: line.id,
-      kind: line.kind,
-      description: line.description,
-      meter: line.meter,
-      quantity: line.quantity === null ? null : new Money(line.quantity).toFixed(),
-      unitAmountCents: line.unitAmountCents === null ? null : new Money(line.unitAmountCents).toFixed(),
-      amountCents: line.amountCents,
-      periodStart: seconds(line.periodStart),
-      periodEnd: seconds(line.periodEnd),
-    })),
+    lines: lines.map((line) => lineJson(line, line.id)),
+  };
+}
+
+/** An invoice line in its answer's shape: a stored one with its id, an upcoming invoice's without. */
+export function lineJson<Id extends string | null>(line: DraftLine, id: Id) {
+  const decimal = (value: string | null | undefined) => (value === null || value === undefined ? null : new Money(value).toFixed());
+  return {
+    id,
+    kind: line.kind,
+    description: line.description,
+    meter: line.meter ?? null,
+    quantity: decimal(line.quantity),
+    unitAmountCents: decimal(line.unitAmountCents),
+    amountCents: line.amountCents,
+    periodStart: seconds(line.periodStart ?? null),
+    periodEnd: seconds(line.periodEnd ?? null),
   };
 }

@@ -9,8 +9,8 @@ import { lockCustomer, moveBalance, priceInvoice, type Actor } from "./invoicing
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
-import { withUpToDateSubscription } from "./renewals.js";
-import { changeInProgress, findSubscription, lockUnderLease, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
+import { changeWithoutPayment, withUpToDateSubscription } from "./renewals.js";
+import { findSubscription, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
 const DAY_SECONDS = 86_400;
@@ -75,34 +75,24 @@ export async function grantCredit(engine: Engine, input: { customerId: string; a
  * it is a trial of starter. At its end a new period starts there and is charged.
  */
 export async function startTrial(engine: Engine, subscriptionId: string, trialDays: number): Promise<{ before: SubscriptionRow; after: SubscriptionRow }> {
-  return withUpToDateSubscription(
-    engine,
-    async () => subscriptionId,
-    async (leaseId, now) => {
-      await refuseWhileCollecting(engine.db, subscriptionId);
-      return engine.db.transaction(async (tx) => {
-        const before = await lockUnderLease(tx, subscriptionId, leaseId);
-        if (!before) throw changeInProgress();
-        if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
-        const trialEnd = new Date(now.getTime() + trialDays * DAY_SECONDS * 1000);
-        const tier: Tier = before.tier === "free" ? "starter" : (before.tier as Tier);
-        if (before.tier !== "free" && before.status !== "trialing" && before.customerId) {
-          const plan = engine.catalogue.plan(before.tier as Tier);
-          const periodSeconds = (before.currentPeriodEnd.getTime() - before.currentPeriodStart.getTime()) / 1000;
-          const remaining = Math.max((before.currentPeriodEnd.getTime() - now.getTime()) / 1000, 0);
-          const creditable = Math.max(before.periodPaidCents - before.periodCreditedCents, 0);
-          const unused = Math.min(prorate(plan.priceCents * before.quantity, remaining, periodSeconds), creditable);
-          const customer = await findCustomer(tx, before.customerId);
-          await moveBalance(tx, now, before.customerId, unused, { kind: "trial_credit", description: `Unused time on ${plan.name}: a trial started`, currency: customer.currency, actorType: "system", actorId: null });
-        }
-        const plan = engine.catalogue.plan(tier);
-        const after = await writeSubscription(tx, before, { status: "trialing", tier, planId: plan.id, trialEnd, currentPeriodStart: now, currentPeriodEnd: trialEnd, periodPaidCents: 0, periodCreditedCents: 0, updatedAt: now });
-        if (tier !== before.tier) await recordTier(tx, before.platformId, tier, engine.time.wallNow());
-        return { before, after };
-      });
-    },
-    engine.logger,
-  );
+  return changeWithoutPayment(engine, async () => subscriptionId, async (tx, before, now) => {
+    if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
+    const trialEnd = new Date(now.getTime() + trialDays * DAY_SECONDS * 1000);
+    const tier: Tier = before.tier === "free" ? "starter" : (before.tier as Tier);
+    if (before.tier !== "free" && before.status !== "trialing" && before.customerId) {
+      const plan = engine.catalogue.plan(before.tier as Tier);
+      const periodSeconds = (before.currentPeriodEnd.getTime() - before.currentPeriodStart.getTime()) / 1000;
+      const remaining = Math.max((before.currentPeriodEnd.getTime() - now.getTime()) / 1000, 0);
+      const creditable = Math.max(before.periodPaidCents - before.periodCreditedCents, 0);
+      const unused = Math.min(prorate(plan.priceCents * before.quantity, remaining, periodSeconds), creditable);
+      const customer = await findCustomer(tx, before.customerId);
+      await moveBalance(tx, now, before.customerId, unused, { kind: "trial_credit", description: `Unused time on ${plan.name}: a trial started`, currency: customer.currency, actorType: "system", actorId: null });
+    }
+    const plan = engine.catalogue.plan(tier);
+    const after = await writeSubscription(tx, before, { status: "trialing", tier, planId: plan.id, trialEnd, currentPeriodStart: now, currentPeriodEnd: trialEnd, periodPaidCents: 0, periodCreditedCents: 0, updatedAt: now });
+    if (tier !== before.tier) await recordTier(tx, before.platformId, tier, engine.time.wallNow());
+    return { before, after };
+  });
 }
 
 /** Everything due of one subscription, done now: renewals and trial ends, each collected (an override that ended a trial). */
@@ -119,36 +109,26 @@ export async function overrideSubscription(engine: Engine, subscriptionId: strin
   if (input.planTier !== undefined && !TIERS.includes(input.planTier as Tier)) {
     throw badRequest(`planTier must be one of ${TIERS.join(", ")}`, [{ path: "planTier", message: `one of ${TIERS.join(", ")}`, code: "invalid_value" }]);
   }
-  const { before } = await withUpToDateSubscription(
-    engine,
-    async () => subscriptionId,
-    async (leaseId, now) => {
-      await refuseWhileCollecting(engine.db, subscriptionId);
-      return engine.db.transaction(async (tx) => {
-        const before = await lockUnderLease(tx, subscriptionId, leaseId);
-        if (!before) throw changeInProgress();
-        if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
-        const set: Partial<SubscriptionRow> = { updatedAt: now };
-        if (input.planTier !== undefined) {
-          const plan = engine.catalogue.plan(input.planTier as Tier);
-          Object.assign(set, { tier: plan.tier, planId: plan.id, pendingTier: null });
-        }
-        if (input.trialEnd !== undefined) {
-          if (before.status !== "trialing" && input.trialEnd * 1000 <= now.getTime()) {
-            throw conflict("NOT_TRIALING", "A trialEnd in the past ends a trial, and this subscription is not in one: give a future trialEnd to start one");
-          }
-          const trialEnd = new Date(Math.max(input.trialEnd * 1000, now.getTime()));
-          const startsTrial = before.status !== "trialing";
-          Object.assign(set, { status: "trialing", trialEnd, currentPeriodEnd: trialEnd, ...(startsTrial ? { currentPeriodStart: now } : {}) });
-          if ((input.planTier ?? before.tier) === "free") Object.assign(set, { tier: "starter", planId: engine.catalogue.plan("starter").id });
-        }
-        const after = await writeSubscription(tx, before, set);
-        if (after.tier !== before.tier) await recordTier(tx, before.platformId, after.tier, engine.time.wallNow());
-        return { before, after };
-      });
-    },
-    engine.logger,
-  );
+  const { before } = await changeWithoutPayment(engine, async () => subscriptionId, async (tx, before, now) => {
+    if (!before.current) throw conflict("SUBSCRIPTION_ENDED", `Subscription ${subscriptionId} has ended`);
+    const set: Partial<SubscriptionRow> = { updatedAt: now };
+    if (input.planTier !== undefined) {
+      const plan = engine.catalogue.plan(input.planTier as Tier);
+      Object.assign(set, { tier: plan.tier, planId: plan.id, pendingTier: null });
+    }
+    if (input.trialEnd !== undefined) {
+      if (before.status !== "trialing" && input.trialEnd * 1000 <= now.getTime()) {
+        throw conflict("NOT_TRIALING", "A trialEnd in the past ends a trial, and this subscription is not in one: give a future trialEnd to start one");
+      }
+      const trialEnd = new Date(Math.max(input.trialEnd * 1000, now.getTime()));
+      const startsTrial = before.status !== "trialing";
+      Object.assign(set, { status: "trialing", trialEnd, currentPeriodEnd: trialEnd, ...(startsTrial ? { currentPeriodStart: now } : {}) });
+      if ((input.planTier ?? before.tier) === "free") Object.assign(set, { tier: "starter", planId: engine.catalogue.plan("starter").id });
+    }
+    const after = await writeSubscription(tx, before, set);
+    if (after.tier !== before.tier) await recordTier(tx, before.platformId, after.tier, engine.time.wallNow());
+    return { before, after };
+  });
   // a trial end in the past (or now) ends the trial at once
   return { before, after: await bringUpToDate(engine, subscriptionId) };
 }
@@ -158,22 +138,12 @@ export async function overrideSubscription(engine: Engine, subscriptionId: strin
  * without a refund: the platform returns to free.
  */
 export async function cancelSubscription(engine: Engine, subscriptionId: string, immediately: boolean) {
-  const before = await withUpToDateSubscription(
-    engine,
-    async () => subscriptionId,
-    async (leaseId, now) => {
-      await refuseWhileCollecting(engine.db, subscriptionId);
-      return engine.db.transaction(async (tx) => {
-        const held = await lockUnderLease(tx, subscriptionId, leaseId);
-        if (!held) throw changeInProgress();
-        if (!held.current || held.tier === "free") throw conflict("NOT_SUBSCRIBED", `Subscription ${subscriptionId} is not a current paid subscription`);
-        if (immediately) await returnToFree(engine, tx, held, now);
-        else await writeSubscription(tx, held, { cancelAtPeriodEnd: true, updatedAt: now });
-        return held;
-      });
-    },
-    engine.logger,
-  );
+  const before = await changeWithoutPayment(engine, async () => subscriptionId, async (tx, held, now) => {
+    if (!held.current || held.tier === "free") throw conflict("NOT_SUBSCRIBED", `Subscription ${subscriptionId} is not a current paid subscription`);
+    if (immediately) await returnToFree(engine, tx, held, now);
+    else await writeSubscription(tx, held, { cancelAtPeriodEnd: true, updatedAt: now });
+    return held;
+  });
   return { before, after: await findSubscription(engine.db, subscriptionId) };
 }
 

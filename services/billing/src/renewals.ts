@@ -2,7 +2,7 @@ import { and, eq, isNull } from "drizzle-orm";
 import type { Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { sql } from "drizzle-orm";
-import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoice } from "./collection.js";
+import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoice, refuseWhileCollecting } from "./collection.js";
 import { findCustomer } from "./customers.js";
 import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
@@ -10,7 +10,7 @@ import { priceInvoice, subscriptionLine } from "./invoicing.js";
 import { closePeriod } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
-import { lockUnderLease, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
+import { changeInProgress, lockUnderLease, returnToFree, toSecond, withSubscriptionLease, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
 
 export { RETRY_DAYS } from "./collection.js";
@@ -122,17 +122,38 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
  * or trial end that comes due is collected first, outside the lease, as the worker would. `locate`
  * names the subscription again each round (a renewal may have ended it and made another current).
  */
-export async function withUpToDateSubscription<T>(engine: Engine, locate: () => Promise<string>, change: (leaseId: string, now: Date) => Promise<T>, logger?: Logger): Promise<T> {
+export async function withUpToDateSubscription<T>(engine: Engine, locate: () => Promise<string>, change: (leaseId: string, now: Date, subscriptionId: string) => Promise<T>, logger?: Logger): Promise<T> {
   for (;;) {
     const subscriptionId = await locate();
     const step = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
       const now = toSecond(await engine.time.now());
       const due = await advanceSubscription(engine, subscriptionId, now, leaseId);
-      return due ? { due } : { done: await change(leaseId, now) };
+      return due ? { due } : { done: await change(leaseId, now, subscriptionId) };
     });
     if ("done" in step) return step.done;
     await collectBegun(engine, step.due, step.due.finalizedAt, logger);
   }
+}
+
+/**
+ * A change of one subscription that moves no money (a trial, an override, a cancellation): under its
+ * lease once it is up to date, refused while a payment of it is in flight (DESIGN §6.9), in one
+ * transaction that holds the row, given as it was before.
+ */
+export async function changeWithoutPayment<T>(engine: Engine, locate: () => Promise<string>, change: (tx: Db, before: SubscriptionRow, now: Date) => Promise<T>): Promise<T> {
+  return withUpToDateSubscription(
+    engine,
+    locate,
+    async (leaseId, now, subscriptionId) => {
+      await refuseWhileCollecting(engine.db, subscriptionId);
+      return engine.db.transaction(async (tx) => {
+        const before = await lockUnderLease(tx, subscriptionId, leaseId);
+        if (!before) throw changeInProgress();
+        return change(tx, before, now);
+      });
+    },
+    engine.logger,
+  );
 }
 
 /**

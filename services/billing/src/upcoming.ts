@@ -3,14 +3,12 @@ import { ApiError, unixSeconds } from "@core/kit";
 import { usageTotals } from "./db/schema.js";
 import { customerOfPlatform } from "./customers.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine, type DraftLine } from "./invoicing.js";
+import { lineJson, priceInvoice, subscriptionLine, type DraftLine } from "./invoicing.js";
 import { overageLines } from "./metering/close.js";
 import { canonical } from "./metering/events.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
 import { currentSubscription, toSecond } from "./subscriptions.js";
-
-const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);
 
 /**
  * `GET /invoices/upcoming` (DESIGN §6.9): what the next renewal will charge, in the invoice's shape
@@ -79,16 +77,6 @@ export async function upcomingInvoice(engine: Engine, platformId: string) {
     nextChargeAt: unixSeconds(at),
     /** what the card will be charged: the amount due less what is under the minimum and carried on */
     chargeCents: sum("chargeCents"),
-    lines: lines.map((line) => ({
-      id: null,
-      kind: line.kind,
-      description: line.description,
-      meter: line.meter ?? null,
-      quantity: line.quantity ?? null,
-      unitAmountCents: line.unitAmountCents ?? null,
-      amountCents: line.amountCents,
-      periodStart: seconds(line.periodStart ?? null),
-      periodEnd: seconds(line.periodEnd ?? null),
-    })),
+    lines: lines.map((line) => lineJson(line, null)),
   };
 }

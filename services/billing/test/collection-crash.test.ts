@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomInt, randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { and, asc, eq, isNotNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases } from "@core/storage";
 import { invoices } from "../src/db/schema.js";
+import { startBillingChild } from "./support/child.js";
 import { startBilling, type Billing, type Headers } from "./support/billing.js";
 import { expectMoneyConsistent, localPayments } from "./support/faults.js";
 
@@ -39,23 +39,7 @@ describe.skipIf(!postgres)("collection killed with SIGKILL (postgres)", () => {
   });
   afterAll(() => b?.close());
 
-  async function startChild(): Promise<{ process: ChildProcess; url: string }> {
-    const proc = spawn(process.execPath, ["--import", "tsx", child], {
-      env: { ...process.env, CHILD_DATABASE_URL: b.databaseUrl!, CHILD_IAM_URL: b.iam.url, CHILD_REGISTRY_URL: b.registryUrl, CHILD_BILLING_SECRET: "billing-secret" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let errors = "";
-    proc.stderr!.on("data", (chunk: Buffer) => (errors += chunk.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      proc.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-        if (out.includes("\n")) resolve((JSON.parse(out.split("\n")[0]!) as { url: string }).url);
-      });
-      proc.on("exit", (code) => reject(new Error(`the child exited (${code}) before it listened: ${errors}`)));
-    });
-    return { process: proc, url };
-  }
+  const startChild = () => startBillingChild(b, child);
 
   it("one charge per paid invoice and the paid intents, however the process dies mid-collection", async () => {
     const op = b.as.operator();

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases } from "@core/storage";
-import { customers, invoices } from "../src/db/schema.js";
+import { customers } from "../src/db/schema.js";
 import { moveBalance } from "../src/invoicing.js";
 import { startBilling, type Answer, type Billing, type Headers } from "./support/billing.js";
 import { expectMoneyConsistent, key, PROVIDER_FAULTS, startFaultyBilling, type FaultyBilling, type ProviderFault } from "./support/faults.js";

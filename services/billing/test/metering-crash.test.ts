@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { rowsOf, testDatabases } from "@core/storage";
+import { startBillingChild } from "./support/child.js";
 import { startBilling, type Billing } from "./support/billing.js";
 
 /**
@@ -21,11 +21,6 @@ const KILLS = 6;
 const BATCHES = 48;
 const EVENTS_PER_BATCH = 250;
 
-interface Running {
-  process: ChildProcess;
-  url: string;
-}
-
 describe.skipIf(!postgres)("ingestion killed with SIGKILL (postgres)", () => {
   let b: Billing;
   beforeAll(async () => {
@@ -33,24 +28,7 @@ describe.skipIf(!postgres)("ingestion killed with SIGKILL (postgres)", () => {
   });
   afterAll(() => b?.close());
 
-  async function startChild(): Promise<Running> {
-    const proc = spawn(process.execPath, ["--import", "tsx", child], {
-      env: { ...process.env, CHILD_DATABASE_URL: b.databaseUrl!, CHILD_IAM_URL: b.iam.url, CHILD_REGISTRY_URL: b.registryUrl, CHILD_BILLING_SECRET: "billing-secret" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let errors = "";
-    proc.stderr!.on("data", (chunk: Buffer) => (errors += chunk.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      proc.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-        const line = out.split("\n")[0];
-        if (out.includes("\n")) resolve((JSON.parse(line!) as { url: string }).url);
-      });
-      proc.on("exit", (code) => reject(new Error(`the child exited (${code}) before it listened: ${errors}`)));
-    });
-    return { process: proc, url };
-  }
+  const startChild = () => startBillingChild(b, child);
 
   it("counts every event exactly once when the client re-sends every unanswered batch", async () => {
     const platformId = await b.newPlatform();

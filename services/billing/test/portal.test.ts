@@ -174,6 +174,24 @@ describe.each(testDatabases())("the customer portal over HTTP on $name", (databa
   });
 });
 
+/**
+ * A platform whose renewal was refused (its default card declines every charge): past due, its
+ * renewal open. With `goodCardBack`, its first card is the default again in the records only (a new
+ * default through the API would retry at once), so the payment is left to the portal.
+ */
+async function refusedRenewal(b: Billing, options: { goodCardBack: boolean }) {
+  const up = await b.upgraded("plan_starter");
+  const op = b.as.operator();
+  const good = (await b.call("GET", `/customers/${up.subscription.customerId}`, { headers: op })).body.defaultPaymentMethodId;
+  await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: up.subscription.customerId, setAsDefault: true } });
+  b.clock.set(new Date((up.subscription.currentPeriodEnd + 60) * 1000));
+  await b.ctx.worker.pass();
+  const open = (await b.call("GET", `/invoices?platformId=${up.platformId}`, { headers: up.owner })).body.data[0];
+  expect(open).toMatchObject({ status: "open", attemptCount: 1 });
+  if (options.goodCardBack) await b.engine.db.execute(sql`update billing.customers set default_payment_method_id = ${good} where id = ${up.subscription.customerId}`);
+  return { ...up, op, open };
+}
+
 describe.each(testDatabases())("the portal's Pay now on $name (DESIGN §6.9)", (database) => {
   let b: Billing;
   beforeAll(async () => {
@@ -182,13 +200,7 @@ describe.each(testDatabases())("the portal's Pay now on $name (DESIGN §6.9)", (
   afterAll(() => b?.close());
 
   it("pays a refused renewal with Pay now: a refusal on the page and a dunning attempt, then paid; an answer still unknown is shown being confirmed, then settles", async () => {
-    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
-    const op = b.as.operator();
-    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
-    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
-    await b.ctx.worker.pass();
-    const open = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data[0];
-    expect(open).toMatchObject({ status: "open", attemptCount: 1 });
+    const { platformId, owner, subscription, op, open } = await refusedRenewal(b, { goodCardBack: false });
     const r = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: RETURN } });
     const path = new URL(r.body.url).pathname;
     const page = await (await b.app.request(path)).text();
@@ -219,17 +231,9 @@ describe.each(testDatabases())("the portal's Pay now on $name (DESIGN §6.9)", (
   });
 
   it("Pay now answers a double submit (the same form) once, and the page says it is paid", async () => {
-    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
-    const op = b.as.operator();
-    const good = (await b.call("GET", `/customers/${subscription.customerId}`, { headers: op })).body.defaultPaymentMethodId;
-    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
-    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
-    await b.ctx.worker.pass();
-    const open = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data[0];
-    // the good card is the default again in the records only (a new default through the API would retry at once)
+    const { owner, open } = await refusedRenewal(b, { goodCardBack: true });
     const portal = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: RETURN } });
     const path = new URL(portal.body.url).pathname;
-    await b.engine.db.execute(sql`update billing.customers set default_payment_method_id = ${good} where id = ${subscription.customerId}`);
     const key = crypto.randomUUID();
     const [first, second] = await Promise.all([post(b, `${path}/invoices/${open.id}/pay`, { key }), post(b, `${path}/invoices/${open.id}/pay`, { key })]);
     const locations = [first, second].filter((x) => x.status === 303).map((x) => x.headers.get("location"));
@@ -313,14 +317,7 @@ describe.skipIf(!hasChromium)("the customer portal in a real browser (Chromium)"
   });
 
   it("pays a refused renewal with Pay now, and the next charge shows what the renewal will take", async () => {
-    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
-    const op = b.as.operator();
-    const good = (await b.call("GET", `/customers/${subscription.customerId}`, { headers: op })).body.defaultPaymentMethodId;
-    await b.call("POST", "/payment-methods/pm_card_chargeCustomerFail/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
-    b.clock.set(new Date((subscription.currentPeriodEnd + 60) * 1000));
-    await b.ctx.worker.pass();
-    // the good card is the default again in the records only, so the payment is the page's
-    await b.engine.db.execute(sql`update billing.customers set default_payment_method_id = ${good} where id = ${subscription.customerId}`);
+    const { platformId, owner } = await refusedRenewal(b, { goodCardBack: true });
     const session = await b.call("POST", "/portal", { headers: owner, body: { returnUrl: `${server.url}/plans` } });
     const page = await browsers.fresh();
     page.setDefaultTimeout(8_000);
