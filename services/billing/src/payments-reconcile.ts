@@ -46,7 +46,9 @@ export async function reconcilePayments(engine: Engine, window: { from: Date; to
       and(
         eq(invoices.status, "paid"),
         gt(invoices.amountPaidCents, 0),
-        sql`coalesce(${invoices.collectionSince}, ${invoices.paidAt}) between ${window.from.toISOString()}::timestamptz and ${window.to.toISOString()}::timestamptz`,
+        // whole seconds, as the provider's payments count them: the window's last second is in it
+        sql`coalesce(${invoices.collectionSince}, ${invoices.paidAt}) >= ${window.from.toISOString()}::timestamptz`,
+        sql`coalesce(${invoices.collectionSince}, ${invoices.paidAt}) < ${new Date(window.to.getTime() + 1000).toISOString()}::timestamptz`,
       ),
     );
   const invoiceOf = new Map([...namedRows, ...paidRows].map((row) => [row.id, row]));

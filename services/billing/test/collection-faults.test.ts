@@ -313,3 +313,28 @@ describe.each(testDatabases())("a stuck customer ($name)", (database) => {
     expect(payments.filter((p) => p.invoiceId === inFlight.id)).toHaveLength(1);
   }, 120_000);
 });
+
+describe.each(testDatabases().slice(0, 1))("a provider down for hours ($name)", (database) => {
+  let fb: FaultyBilling;
+  beforeAll(async () => {
+    fb = await startFaultyBilling(database, "local");
+  });
+  afterAll(() => fb?.close());
+
+  it("answers a renewal 500 after 500: the customer is never past due and no retry is used up; once it is back, one charge", async () => {
+    const scene = await upgradedScene(fb.b);
+    fb.inject("error500Before", { forCustomer: scene.subscription.customerId });
+    await toPeriodEnd(fb.b, scene);
+    for (let check = 0; check < 5; check++) {
+      fb.b.clock.advance(61 * 60_000);
+      await fb.b.ctx.worker.pass();
+    }
+    const [renewal] = await invoicesOf(fb.b, scene);
+    expect(renewal).toMatchObject({ status: "open", attemptCount: 0, nextPaymentAttempt: null, collection: { state: "pending" } });
+    expect(await subscriptionOf(fb.b, scene)).toMatchObject({ tier: "starter", status: "active" });
+    fb.clear();
+    await fb.settleAll();
+    expect((await invoicesOf(fb.b, scene))[0]).toMatchObject({ id: renewal.id, status: "paid", attemptCount: 0 });
+    await expectMoneyConsistent(fb);
+  });
+});

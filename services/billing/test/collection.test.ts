@@ -159,6 +159,15 @@ describe.each(testDatabases())("collection's routes ($name)", (database) => {
       expect((await reconcile()).body.consistent).toBe(true);
     });
 
+    it("counts a payment and its invoice alike when both fall in the window's last second", async () => {
+      b.clock.advance(1_500);
+      const { invoice } = await b.upgraded("plan_starter");
+      const second = Math.floor(b.clock.now().getTime() / 1000);
+      const r = (await reconcile(`from=${second}&to=${second}`)).body;
+      expect(r).toMatchObject({ consistent: true, payments: 1, paidInvoices: 1 });
+      expect(invoice.status).toBe("paid");
+    });
+
     it("refuses a window that ends before it starts, or is longer than 400 days, and tenants", async () => {
       expect((await reconcile("from=200&to=100")).status).toBe(400);
       expect((await reconcile(`from=0&to=${401 * 86_400}`)).status).toBe(400);
