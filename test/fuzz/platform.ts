@@ -63,6 +63,21 @@ export async function startPlatform(databaseUrl?: string): Promise<Platform> {
       await dropper.end();
     };
   }
+  // a port found free may be taken by another process before the services bind it: then, new ports
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnFreePorts(dataDir, url, dropDatabase);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt === 3) {
+        await dropDatabase();
+        rmSync(dataDir, { recursive: true, force: true });
+        throw err;
+      }
+    }
+  }
+}
+
+async function startOnFreePorts(dataDir: string, url: string | undefined, dropDatabase: () => Promise<void>): Promise<Platform> {
   const ports = { iam: await freePort(), billing: await freePort(), "stack-registry": await freePort(), "platform-registry": await freePort(), vault: await freePort() };
   const urls = {
     iam: `http://127.0.0.1:${ports.iam}`,
