@@ -271,6 +271,30 @@ describe.each(testDatabases())("collection's routes ($name)", (database) => {
     await b.call("DELETE", `/operator/webhook-endpoints/${endpoint.body.id}`, { headers: op });
   });
 
+  it("while a payment of a subscription is in flight, every other change of it answers 409 PAYMENT_PENDING and changes nothing", async () => {
+    const { platformId, owner, subscription } = await b.upgraded("plan_starter");
+    // a new default card retries nothing here (nothing is refused); the seat change's charge loses its answer
+    const lost = (await b.call("POST", "/payment-methods/pm_card_core_answerLost/attach", { headers: op, body: { customerId: subscription.customerId } })).body;
+    const pending = await b.call("PATCH", `/subscriptions/${subscription.id}`, { headers: op, body: { quantity: 2, paymentMethodId: lost.id } });
+    expect(pending).toMatchObject({ status: 503, body: { error: { code: "PAYMENT_PENDING", details: { invoiceId: expect.stringMatching(/^in_/) } } } });
+    const invoiceId = pending.body.error.details.invoiceId;
+    const refusals = [
+      await b.call("POST", "/subscription/change-tier", { headers: owner, body: { tier: "growth" } }),
+      await b.call("POST", "/subscription/cancel", { headers: owner }),
+      await b.call("PATCH", `/subscriptions/${subscription.id}`, { headers: op, body: { cancelAtPeriodEnd: true } }),
+      await b.call("POST", `/operator/subscriptions/${subscription.id}/trial`, { headers: op, body: { trialDays: 7 } }),
+      await b.call("POST", `/operator/invoices/${invoiceId}/void`, { headers: op }),
+      await b.call("POST", `/operator/invoices/${invoiceId}/pay`, { headers: op, body: {} }),
+    ];
+    for (const r of refusals) expect(r, JSON.stringify(r.body)).toMatchObject({ status: 409, body: { error: { code: "PAYMENT_PENDING", details: { invoiceId } } } });
+    expect(await subscriptionOf(platformId)).toMatchObject({ tier: "starter", quantity: 1, cancelAtPeriodEnd: false, status: "active" });
+    // settled, the seats apply, and changes are taken again
+    b.clock.advance(61_000);
+    await b.ctx.worker.pass();
+    expect(await subscriptionOf(platformId)).toMatchObject({ quantity: 2 });
+    expect((await b.call("POST", "/subscription/cancel", { headers: owner })).status).toBe(200);
+  });
+
   it("another tenant's invoice is not found, and the answer names nothing of its owner", async () => {
     const mine = await b.upgraded("plan_starter");
     const theirs = await b.upgraded("plan_starter");
