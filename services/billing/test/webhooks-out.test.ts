@@ -311,20 +311,111 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
       expect(delivery).toMatchObject({ status: "failed", attempts: [] });
     });
 
+    /** An endpoint at `http://<a new name>:<the receiver's port>/hooks`; the name means what the dispatcher's resolver says. */
+    async function namedEndpoint() {
+      for (const id of endpoints.splice(0)) await b.call("DELETE", `/operator/webhook-endpoints/${id}`, { headers: op });
+      const host = `${unique("hooks")}.example.com`;
+      const r = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: `http://${host}:${new URL(hooks.url).port}/hooks`, events: ["invoice.paid"] } });
+      expect(r.status).toBe(201);
+      endpoints.push(r.body.id);
+      return { id: r.body.id as string, host };
+    }
+    /** A resolver answering `answers` in turn (the last one again when they run out), counting the lookups per name. */
+    function resolver(...answers: string[][]) {
+      const lookups: string[] = [];
+      return {
+        lookups,
+        resolve: async (hostname: string) => {
+          lookups.push(hostname);
+          return answers[Math.min(lookups.length, answers.length) - 1]!;
+        },
+      };
+    }
+
     it("without CORE_BILLING_WEBHOOK_ALLOW_PRIVATE, a name that resolves to a private address is not sent to", async () => {
-      await endpoint({ events: ["invoice.paid"] });
-      const [row] = await b.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.status, "pending"));
-      expect(row).toBeUndefined();
-      const named = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: `https://${unique("hooks")}.example.com/core`, events: ["invoice.paid"] } });
-      endpoints.push(named.body.id);
+      const named = await namedEndpoint();
       const count = hooks.received.length;
       await b.upgraded("plan_starter");
-      const guarded = new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: false, resolve: async () => ["10.0.0.7"] });
-      await guarded.pass();
-      const [delivery] = await deliveriesOf(named.body.id);
-      expect(delivery.attempts[0]).toMatchObject({ status: null, response: expect.stringContaining("loopback or private address") });
+      const { resolve } = resolver(["10.0.0.7"]);
+      await new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: false, resolve }).pass();
+      const [delivery] = await deliveriesOf(named.id);
+      expect(delivery.attempts[0]).toMatchObject({ status: null, response: `not sent: ${named.host} resolves to 10.0.0.7, a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)` });
       expect(delivery.status).toBe("pending");
-      expect(since(count).length).toBeLessThanOrEqual(1);
+      expect(since(count)).toEqual([]);
     });
+
+    it("the address is checked when the connection is made: a name that answers loopback then is refused, and nothing reaches the receiver (DNS rebinding)", async () => {
+      // the resolver decides where the connection goes: allowed, the same name reaches the receiver
+      const open = await namedEndpoint();
+      let count = hooks.received.length;
+      await b.upgraded("plan_starter");
+      await new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: true, resolve: resolver(["127.0.0.1"]).resolve }).pass();
+      expect(since(count).map((r) => r.type)).toEqual(["invoice.paid"]);
+      expect((await deliveriesOf(open.id))[0]).toMatchObject({ status: "delivered" });
+
+      // a name that answers a public address first and loopback afterwards: one lookup per connection,
+      // the one the socket uses, so the loopback answer is refused where it would have been connected to
+      const named = await namedEndpoint();
+      count = hooks.received.length;
+      await b.upgraded("plan_starter");
+      const rebinding = resolver(["198.51.100.7"], ["127.0.0.1"]);
+      const guarded = new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: false, resolve: rebinding.resolve, timeoutMs: 1_500 });
+      await guarded.pass();
+      expect(rebinding.lookups).toEqual([named.host]);
+      b.clock.advance(retryDelayMs(1) + 1000);
+      await guarded.pass();
+      expect(rebinding.lookups).toEqual([named.host, named.host]);
+      const [delivery] = await deliveriesOf(named.id);
+      expect(delivery.status).toBe("pending");
+      expect(delivery.attempts).toHaveLength(2);
+      const [first, second] = [...delivery.attempts].sort((x: { attempt: number }, y: { attempt: number }) => x.attempt - y.attempt);
+      // the public answer was tried (it leads nowhere from here: unreachable, or no answer in time)
+      expect(first).toMatchObject({ status: null, response: expect.not.stringContaining("private") });
+      expect(second).toMatchObject({ status: null, response: `not sent: ${named.host} resolves to 127.0.0.1, a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)` });
+      expect(since(count)).toEqual([]);
+    });
+
+    it("loopback in any form is refused: written in the URL, IPv4-mapped, or one answer among public ones", async () => {
+      const literal = await endpoint({ events: ["invoice.paid"] });
+      let count = hooks.received.length;
+      await b.upgraded("plan_starter");
+      await new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: false }).pass();
+      expect((await deliveriesOf(literal.id))[0].attempts[0]).toMatchObject({ status: null, response: "not sent: 127.0.0.1 is a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)" });
+      for (const answer of [["::ffff:127.0.0.1"], ["::ffff:7f00:1"], ["203.0.113.9", "127.0.0.1"]]) {
+        const named = await namedEndpoint();
+        count = hooks.received.length;
+        await b.upgraded("plan_starter");
+        await new WebhookDispatcher(b.db, b.clock, silentLogger(), { allowPrivate: false, resolve: resolver(answer).resolve }).pass();
+        const [delivery] = await deliveriesOf(named.id);
+        expect(delivery.attempts[0], answer.join()).toMatchObject({ status: null, response: expect.stringContaining("a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)") });
+        expect(since(count)).toEqual([]);
+      }
+    });
+
+    it("a redirect is the endpoint's answer and is not followed", async () => {
+      let reached = 0;
+      const inside = createServer((_req, res) => {
+        reached += 1;
+        res.end("ok");
+      });
+      const redirecting = createServer((_req, res) => res.writeHead(307, { location: `http://127.0.0.1:${(inside.address() as AddressInfo).port}/inside` }).end());
+      await Promise.all([inside, redirecting].map((server) => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))));
+      try {
+        for (const id of endpoints.splice(0)) await b.call("DELETE", `/operator/webhook-endpoints/${id}`, { headers: op });
+        const r = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/hooks`, events: ["invoice.paid"] } });
+        endpoints.push(r.body.id);
+        await b.upgraded("plan_starter");
+        await dispatcher().pass();
+        const [delivery] = await deliveriesOf(r.body.id);
+        expect(delivery).toMatchObject({ status: "pending", attempts: [expect.objectContaining({ status: 307 })] });
+        expect(reached).toBe(0);
+      } finally {
+        for (const server of [inside, redirecting]) {
+          server.closeAllConnections();
+          await new Promise((resolve) => server.close(resolve));
+        }
+      }
+    });
+
   });
 });

@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
-import { lookup } from "node:dns/promises";
+import { lookup, type LookupAddress, type LookupOptions } from "node:dns";
 import { BlockList, isIP } from "node:net";
+import { Agent, buildConnector, fetch } from "undici";
 import { and, eq, inArray, min, sql } from "drizzle-orm";
 import { unixSeconds, type Clock, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
@@ -31,7 +32,11 @@ export function signPayload(secret: string, timestamp: number, body: string): st
   return `t=${timestamp},v1=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`;
 }
 
-/** Loopback, private, link-local and other addresses a webhook may not reach (SSRF), unless allowed. */
+/**
+ * Loopback, private, link-local, unique-local, CGNAT, multicast, unspecified and reserved addresses a
+ * webhook may not reach (SSRF), unless allowed. IPv4-mapped and NAT64-style IPv6 forms of them are
+ * checked as the IPv4 address they carry.
+ */
 const PRIVATE = new BlockList();
 for (const [net, prefix] of [
   ["0.0.0.0", 8],
@@ -40,6 +45,7 @@ for (const [net, prefix] of [
   ["127.0.0.0", 8],
   ["169.254.0.0", 16],
   ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
   ["192.168.0.0", 16],
   ["198.18.0.0", 15],
   ["224.0.0.0", 4],
@@ -51,26 +57,92 @@ for (const [net, prefix] of [
   ["::1", 128],
   ["fc00::", 7],
   ["fe80::", 10],
+  ["fec0::", 10],
   ["ff00::", 8],
 ] as const)
   PRIVATE.addSubnet(net, prefix, "ipv6");
+
+/** The IPv4 address an IPv6 address carries in its last 32 bits: IPv4-mapped, -compatible, NAT64 (RFC 6052). */
+const CARRIES_IPV4 = new BlockList();
+CARRIES_IPV4.addSubnet("::ffff:0:0", 96, "ipv6");
+CARRIES_IPV4.addSubnet("::", 96, "ipv6");
+CARRIES_IPV4.addSubnet("64:ff9b::", 96, "ipv6");
+CARRIES_IPV4.addSubnet("64:ff9b:1::", 48, "ipv6");
 
 export function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return PRIVATE.check(address, "ipv4");
   if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    return mapped ? PRIVATE.check(mapped[1]!, "ipv4") : PRIVATE.check(address, "ipv6");
+    if (PRIVATE.check(address, "ipv6")) return true;
+    return CARRIES_IPV4.check(address, "ipv6") && PRIVATE.check(lastIpv4(address), "ipv4");
   }
   return true;
+}
+
+/** The last 32 bits of an IPv6 address, written as IPv4 (`::ffff:7f00:1` and `::ffff:127.0.0.1` both give 127.0.0.1). */
+function lastIpv4(address: string): string {
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
+  if (dotted) return dotted[1]!;
+  const groups = address.split(":");
+  const [high, low] = [parseInt(groups.at(-2) || "0", 16), parseInt(groups.at(-1) || "0", 16)];
+  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+}
+
+/** Answers the addresses a name has (tests give one that answers what they need). */
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+/** A connection refused because its address is loopback or private (DESIGN §10). */
+export class PrivateAddressRefused extends Error {
+  readonly code = "ERR_WEBHOOK_PRIVATE_ADDRESS";
+  constructor(
+    readonly hostname: string,
+    readonly address: string,
+  ) {
+    super(hostname === address ? `${address} is a loopback or private address` : `${hostname} resolves to ${address}, a loopback or private address`);
+  }
+}
+
+/**
+ * The HTTP agent webhook deliveries go through (DESIGN §10): the address is checked where the
+ * connection is made, by the lookup the socket itself uses, so a name whose answer changes between a
+ * check and the connection (DNS rebinding) cannot reach inside; an address written in the URL is
+ * checked before connecting. With `allowPrivate` nothing is refused (development).
+ */
+export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver }): Agent {
+  const { allowPrivate, resolve } = options;
+  const guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
+    const answered = (err: Error | null, found: LookupAddress[]) => {
+      if (err) return callback(err, []);
+      const addresses = found.filter((a) => !lookupOptions.family || a.family === lookupOptions.family);
+      const refused = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+      if (refused) return callback(new PrivateAddressRefused(hostname, refused.address), []);
+      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), []);
+      if (lookupOptions.all) return callback(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    };
+    if (!resolve) return lookup(hostname, { all: true, family: lookupOptions.family ?? 0 }, answered);
+    resolve(hostname).then(
+      (found) => answered(null, found.map((address) => ({ address, family: isIP(address) }))),
+      (err: Error) => answered(err, []),
+    );
+  };
+  const connector = buildConnector({ lookup: guardedLookup as never });
+  return new Agent({
+    connect: (connectOptions, callback) => {
+      // an address in the URL is not looked up: it is checked here
+      const host = connectOptions.hostname.replace(/^\[|\]$/g, "");
+      if (!allowPrivate && isIP(host) && isPrivateAddress(host)) return callback(new PrivateAddressRefused(host, host), null);
+      connector(connectOptions, callback);
+    },
+  });
 }
 
 export interface DispatcherOptions {
   /** loopback and private addresses may be reached (development; CORE_BILLING_WEBHOOK_ALLOW_PRIVATE) */
   allowPrivate: boolean;
   timeoutMs?: number;
-  /** the resolver (tests give one that answers a private address for a public-looking name) */
-  resolve?: (hostname: string) => Promise<string[]>;
+  /** the resolver the connection's lookup asks (tests give one that answers a private address for a public-looking name) */
+  resolve?: Resolver;
 }
 
 interface Claimed {
@@ -89,7 +161,7 @@ interface Claimed {
  */
 export class WebhookDispatcher {
   private readonly timeoutMs: number;
-  private readonly resolve: (hostname: string) => Promise<string[]>;
+  private readonly agent: Agent;
 
   constructor(
     private readonly db: Db,
@@ -99,7 +171,7 @@ export class WebhookDispatcher {
     private readonly options: DispatcherOptions,
   ) {
     this.timeoutMs = options.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
-    this.resolve = options.resolve ?? (async (hostname) => (await lookup(hostname, { all: true })).map((a) => a.address));
+    this.agent = webhookAgent(options);
   }
 
   /** Sends what is due now; answers how many attempts were made. */
@@ -160,15 +232,9 @@ export class WebhookDispatcher {
     const began = performance.now();
     const took = () => Math.round(performance.now() - began);
     try {
-      const target = new URL(url);
-      if (!this.options.allowPrivate) {
-        const host = target.hostname.replace(/^\[|\]$/g, "");
-        const addresses = isIP(host) ? [host] : await this.resolve(host);
-        if (addresses.length === 0 || addresses.some(isPrivateAddress)) {
-          return { status: null, response: `not sent: ${target.hostname} is a loopback or private address (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)`, durationMs: took() };
-        }
-      }
-      const res = await fetch(target, {
+      // a redirect is the endpoint's answer, never followed: its address would be another place to reach
+      const res = await fetch(url, {
+        dispatcher: this.agent,
         method: "POST",
         redirect: "manual",
         headers: {
@@ -183,7 +249,13 @@ export class WebhookDispatcher {
       const text = await res.text().catch(() => "");
       return { status: res.status, response: text.slice(0, 500), durationMs: took() };
     } catch (err) {
-      const why = (err as Error).name === "TimeoutError" ? `no answer within ${this.timeoutMs} ms` : `not delivered: ${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`;
+      const cause = (err as { cause?: Error & { code?: string } }).cause;
+      const why =
+        (err as Error).name === "TimeoutError"
+          ? `no answer within ${this.timeoutMs} ms`
+          : cause instanceof PrivateAddressRefused
+            ? `not sent: ${cause.message} (CORE_BILLING_WEBHOOK_ALLOW_PRIVATE)`
+            : `not delivered: ${cause?.code ?? (err as Error).message}`;
       return { status: null, response: why, durationMs: took() };
     }
   }
