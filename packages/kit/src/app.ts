@@ -7,15 +7,18 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
 import type { Logger } from "./logger.js";
-import { ServiceMetrics } from "./metrics.js";
+import { ServiceMetrics, withinTime } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
 import { KitRouter } from "./router.js";
-import { isJsonMediaType, mediaTypeOf, type HotRoute, type HotRoutes } from "./hot-routes.js";
+import { isJsonMediaType, mediaTypeOf } from "./media-type.js";
+import { tracingFor, type RequestTrace, type Tracing } from "./tracing.js";
 
 export interface KitVariables {
   requestId: string;
+  /** the request's span in its W3C trace (./tracing.ts) */
+  trace: RequestTrace;
 }
 
 export type KitEnv = { Variables: KitVariables };
@@ -33,7 +36,14 @@ export interface ServiceAppOptions {
   description?: string;
   logger: Logger;
   metrics?: ServiceMetrics;
+  /** how requests take part in traces; default the service's (tracingFor: exporting once startTracing started it) */
+  tracing?: Tracing;
   healthChecks?: HealthCheck[];
+  /**
+   * what `/health/ready` checks (DESIGN §10): the database answers with the service's migrations
+   * applied and, for a resource service, IAM's keys are known; none: ready while it runs
+   */
+  readinessChecks?: HealthCheck[];
   /** request bodies above this many bytes are refused with 413 (DESIGN §3: 1 MiB) */
   maxBodyBytes?: number;
   /** paths whose bodies are not ours to check (the auth library, OAuth form posts) */
@@ -62,6 +72,10 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The id of a request: the caller's `x-request-id` when it is sane, else a new one. */
 const requestIdFor = (incoming: string | undefined) => (incoming && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID());
+/** how long `/health` and `/health/ready` wait for one check */
+const HEALTH_CHECK_TIMEOUT_MS = 2_000;
+/** what a 503 of `/health/ready` asks a caller to wait */
+const READY_RETRY_AFTER_SECONDS = 5;
 const FORM_MEDIA = /^(application\/x-www-form-urlencoded|multipart\/form-data)$/i;
 
 /** The health answer of spec §2.4. */
@@ -101,6 +115,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   const metrics = options.metrics ?? new ServiceMetrics(service);
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const ownsBody = options.ownsBody ?? (() => false);
+  const tracing = options.tracing ?? tracingFor(service);
 
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
   const streamingLimit = bodyLimit({
@@ -136,11 +151,14 @@ export function createServiceApp(options: ServiceAppOptions) {
     return length === undefined ? (streamingLimit(c, screened as () => Promise<void>) as Promise<unknown>) : screened();
   };
 
-  /** What the kit does as a request arrives: the error-detail rule and the request id. */
+  /** What the kit does as a request arrives: the error-detail rule, the request id and its trace. */
   const begin = (c: Context): string => {
     if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
     const id = requestIdFor(c.req.header("x-request-id"));
     c.set("requestId", id);
+    // W3C Trace Context §3.3: tracestate means nothing without a traceparent
+    const traceparent = c.req.header("traceparent");
+    c.set("trace", tracing.serve(c.req.method, c.req.path, traceparent, traceparent === undefined ? undefined : c.req.header("tracestate")));
     // set before the handler, on Node's response when there is one: every answer carries it, and
     // the route's Response keeps its plain headers (a web Headers object per request costs on the
     // hot path). In-process requests (tests) have no Node response; a handler returning a foreign
@@ -213,20 +231,17 @@ export function createServiceApp(options: ServiceAppOptions) {
   const record = (c: Context, id: string, started: number, status: number) => {
     const route = matchedRoutes(c).at(-1);
     const label = route && route.handler !== kitMiddleware && status !== 404 ? route.path : "(unmatched)";
-    count(c.req.method, label, c.req.path, status, id, started);
+    const trace = c.get("trace" as never) as RequestTrace;
+    trace.end(label === "(unmatched)" ? undefined : label, status);
+    count(c.req.method, label, c.req.path, status, id, started, trace);
   };
 
-  const count = (method: string, route: string, path: string, status: number, id: string, started: number) => {
+  const count = (method: string, route: string, path: string, status: number, id: string, started: number, trace: RequestTrace) => {
     const seconds = (performance.now() - started) / 1000;
     metrics.record(method, route, status, seconds);
     // the path only: query strings can carry tokens (magic-link verify)
-    logger.info({ requestId: id, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
+    logger.info({ requestId: id, traceId: trace.traceId, spanId: trace.spanId, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
   };
-
-  // routes answered before Hono, when served by listen() (ADR 0005)
-  const routes = new Map<string, HotRoute>();
-  const hotRoutes: HotRoutes = { routes, requestIdFor, record: count };
-  const hot = (route: HotRoute) => void routes.set(route.path, route);
 
   function handleError(err: unknown, c: Context): Response {
     if (err instanceof ApiError) return errorResponse(c, err);
@@ -249,22 +264,29 @@ export function createServiceApp(options: ServiceAppOptions) {
 
   app.notFound((c) => errorResponse(c, new ApiError(404, "NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)));
 
-  app.get("/health", async (c) => {
-    const checks: Record<string, { status: "ok" | "fail"; latencyMs: number; error?: string }> = {};
+  const health = async (c: Context, checks: HealthCheck[], retryAfter?: string) => {
+    const answers: Record<string, { status: "ok" | "fail"; latencyMs: number; error?: string }> = {};
     await Promise.all(
-      (options.healthChecks ?? []).map(async (h) => {
+      checks.map(async (h) => {
         const started = performance.now();
         try {
-          await withTimeout(h.check(), 2000);
-          checks[h.name] = { status: "ok", latencyMs: Math.round(performance.now() - started) };
+          await withinTime(h.check(), HEALTH_CHECK_TIMEOUT_MS);
+          answers[h.name] = { status: "ok", latencyMs: Math.round(performance.now() - started) };
         } catch (e) {
-          checks[h.name] = { status: "fail", latencyMs: Math.round(performance.now() - started), error: (e as Error).message };
+          // the driver's own words, not drizzle's wrapper (its statement and parameters)
+          const { message, cause } = loggableError(e);
+          answers[h.name] = { status: "fail", latencyMs: Math.round(performance.now() - started), error: cause ?? message };
         }
       }),
     );
-    const healthy = Object.values(checks).every((x) => x.status === "ok");
-    return c.json({ status: healthy ? "healthy" : "degraded", checks }, healthy ? 200 : 503);
-  });
+    const healthy = Object.values(answers).every((x) => x.status === "ok");
+    return c.json({ status: healthy ? "healthy" : "degraded", checks: answers }, healthy ? 200 : 503, healthy || !retryAfter ? undefined : { "retry-after": retryAfter });
+  };
+  app.get("/health", (c) => health(c, options.healthChecks ?? []));
+  // DESIGN §10: a balancer sends requests to a replica whose readiness answers 200, and a supervisor
+  // restarts one whose liveness does not; liveness touches nothing, so an outage restarts nobody
+  app.get("/health/live", (c) => c.json({ status: "live" as const }, 200));
+  app.get("/health/ready", (c) => health(c, options.readinessChecks ?? [], String(READY_RETRY_AFTER_SECONDS)));
 
   app.get("/metrics", async (c) => {
     c.header("content-type", metrics.registry.contentType);
@@ -283,8 +305,28 @@ export function createServiceApp(options: ServiceAppOptions) {
   });
   app.openAPIRegistry.registerPath({
     method: "get",
+    path: "/health/live",
+    summary: "Liveness: 200 while the process runs; it checks nothing else (DESIGN §10)",
+    tags: ["operations"],
+    responses: { 200: jsonContent(z.object({ status: z.literal("live") }).openapi("Liveness"), "The process runs") },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/health/ready",
+    summary: "Readiness: 200 when this replica can serve (its database answers with its migrations applied; a resource service knows IAM's keys), else 503 (DESIGN §10)",
+    tags: ["operations"],
+    responses: {
+      200: jsonContent(HealthSchema, "Ready: every readiness check passed"),
+      503: {
+        ...jsonContent(HealthSchema, "Not ready: a check failed, with its error; try again after Retry-After"),
+        headers: { "Retry-After": { description: "seconds to wait before asking again", schema: { type: "integer" } } },
+      },
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
     path: "/metrics",
-    summary: "Request counts and durations in the Prometheus text format",
+    summary: "Metrics in the Prometheus text format: requests, the process, the database pool, workers and the service's own (docs/vault/cross-cutting/observability.md)",
     tags: ["operations"],
     responses: { 200: { description: "Prometheus text exposition format", content: { "text/plain": { schema: z.string() } } } },
   });
@@ -307,7 +349,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   app.get("/openapi.json", async (c) => c.json(await openApiDocument()));
   app.get("/docs", async (c) => c.html(renderApiReference((await openApiDocument()) as never)));
 
-  return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails, hot, hotRoutes });
+  return Object.assign(app, { metrics, openApiDocument, omitsErrorDetails: options.omitsErrorDetails });
 }
 
 export type ServiceApp = ReturnType<typeof createServiceApp>;
@@ -340,20 +382,4 @@ function hasBody(c: Context, length: string | undefined): boolean {
   // (RFC 9112 §6.3); in-process requests (tests) carry no such headers, so ask the Request
   if (nodeOf(c)) return c.req.header("transfer-encoding") !== undefined;
   return c.req.raw.body !== null;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    promise.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
 }

@@ -11,5 +11,6 @@ export * from "./server.js";
 export * from "./config.js";
 export * from "./service.js";
 export * from "./input-screen.js";
-export * from "./hot-routes.js";
+export * from "./media-type.js";
 export * from "./mailer.js";
+export * from "./tracing.js";

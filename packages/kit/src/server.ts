@@ -1,10 +1,8 @@
 import { serve, type ServerType } from "@hono/node-server";
 import { randomUUID } from "node:crypto";
-import { createServer, type RequestListener } from "node:http";
 import type { Duplex } from "node:stream";
 import { envelope } from "./errors.js";
 import type { Logger } from "./logger.js";
-import { withHotRoutes, type HotRoutes } from "./hot-routes.js";
 
 export interface RunningServer {
   url: string;
@@ -15,8 +13,6 @@ export interface RunningServer {
 interface Fetchable {
   fetch: (request: Request, ...rest: never[]) => Response | Promise<Response>;
   omitsErrorDetails?: (path: string) => boolean;
-  /** routes answered before the app (a service app's `hot()` routes, ADR 0005) */
-  hotRoutes?: HotRoutes;
 }
 
 /** Listens on host:port (port 0 picks a free one) and resolves once the socket is bound. */
@@ -24,14 +20,7 @@ export function listen(app: Fetchable, port: number, host: string): Promise<Runn
   return new Promise((resolve, reject) => {
     let server: ServerType;
     const onError = (err: Error) => reject(err);
-    const hot = app.hotRoutes;
-    const options = {
-      fetch: app.fetch as never,
-      port,
-      hostname: host,
-      ...(hot && { createServer: ((serverOptions: object, listener: RequestListener) => createServer(serverOptions, withHotRoutes(hot, listener))) as never }),
-    };
-    server = serve(options, (info) => {
+    server = serve({ fetch: app.fetch as never, port, hostname: host }, (info) => {
       server.off("error", onError);
       const shownHost = host.includes(":") ? `[${host}]` : host;
       resolve({

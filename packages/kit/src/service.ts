@@ -1,6 +1,5 @@
 import type { CommonConfig, ServiceName } from "./config.js";
 import type { Logger } from "./logger.js";
-import type { HotRoutes } from "./hot-routes.js";
 
 /** What the launcher hands each service: shared config, its database and its logger. */
 export interface ServiceContext<Db = unknown> {
@@ -19,8 +18,6 @@ export interface BuiltService {
   fetch: (request: Request) => Response | Promise<Response>;
   /** the paths whose error envelopes carry no `details` (spec §2.3), for answers made before any route runs */
   omitsErrorDetails?: (path: string) => boolean;
-  /** routes answered before the app (ADR 0005), which `listen` puts in front of it */
-  hotRoutes?: HotRoutes;
   /** releases what the service holds (timers, connections), not the shared database */
   close(): Promise<void>;
 }

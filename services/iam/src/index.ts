@@ -1,9 +1,9 @@
 import { fileURLToPath } from "node:url";
-import type { BuiltService, ServiceContext } from "@core/kit";
-import type { Db } from "@core/storage";
+import { ServiceMetrics, workerBacklogSource, type BuiltService, type ServiceContext } from "@core/kit";
+import { databaseReadyCheck, poolStats, type Db } from "@core/storage";
 import { createApp } from "./app.js";
 import { loadIamConfig } from "./config.js";
-import { finishInterruptedSetups } from "./org-setup-recovery.js";
+import { finishInterruptedSetups, interruptedSetupsBacklog } from "./org-setup-recovery.js";
 
 export const SERVICE_ID = "iam";
 
@@ -13,16 +13,20 @@ export const migrationsFolder = fileURLToPath(new URL("../drizzle", import.meta.
 /** Builds IAM from the launcher's context (DESIGN §1). */
 export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltService> {
   const config = loadIamConfig(ctx.common, ctx.env);
+  const metrics = new ServiceMetrics(SERVICE_ID, { processMetrics: true, databasePool: () => poolStats(ctx.db) });
   const app = createApp({
     db: ctx.db,
     logger: ctx.logger,
     config,
     serviceCredentials: ctx.serviceCredentials,
     healthChecks: [{ name: "database", check: ctx.pingDatabase }],
+    readinessChecks: [databaseReadyCheck(ctx.db, SERVICE_ID, migrationsFolder)],
+    metrics,
   });
+  metrics.addGaugeSource(workerBacklogSource("iam_worker", async () => [await interruptedSetupsBacklog(ctx.db, app.ctx.clock.now(), config.orgSetupRecoveryMs)]));
   // set-ups a process left half-way are finished by whichever replica looks first (org-setup-recovery.ts)
   const sweep = setInterval(() => {
-    finishInterruptedSetups(app.ctx, config.orgSetupRecoveryMs).catch((err: unknown) =>
+    metrics.timePass("org_setup_recovery", () => finishInterruptedSetups(app.ctx, config.orgSetupRecoveryMs)).catch((err: unknown) =>
       ctx.logger.warn({ err: (err as Error).message }, "could not finish interrupted organization set-ups; tried again later"),
     );
   }, Math.max(1_000, config.orgSetupRecoveryMs / 2));
@@ -30,7 +34,6 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
   return {
     fetch: app.fetch,
     omitsErrorDetails: app.omitsErrorDetails,
-    hotRoutes: app.hotRoutes,
     close: async () => clearInterval(sweep),
   };
 }

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { and, desc, eq, gt } from "drizzle-orm";
 import type { Context } from "hono";
 import { errorResponses, jsonBody, jsonContent, notFound, readJsonBody, security, unauthenticated, type ServiceApp } from "@core/kit";
-import { knownCallerOf, MAX_CREDENTIAL_LENGTH, PrincipalSchema, type Principal } from "@core/service-auth";
+import { MAX_CREDENTIAL_LENGTH, PrincipalSchema, type Principal } from "@core/service-auth";
 import { actorOf, requireSession, settledServiceCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { session, user } from "../db/schema.js";
@@ -12,14 +12,6 @@ const ValidateInput = z.object({ token: z.string().min(1).max(MAX_CREDENTIAL_LEN
 const ValidateAnswer = z
   .union([z.object({ valid: z.literal(true), principal: PrincipalSchema }), z.object({ valid: z.literal(false) })])
   .openapi("ValidateSessionAnswer");
-
-/**
- * `{"token":"…"}` and nothing else, in JSON's own whitespace, the token without escapes or control
- * characters and within ValidateInput's length: a body JSON.parse and ValidateInput read as exactly
- * that token. Any other body, even one they would accept, takes the full path.
- */
-const PLAIN_BODY = new RegExp(`^[ \\t\\n\\r]*\\{[ \\t\\n\\r]*"token"[ \\t\\n\\r]*:[ \\t\\n\\r]*"([^"\\\\\\u0000-\\u001f]{1,${MAX_CREDENTIAL_LENGTH}})"[ \\t\\n\\r]*\\}[ \\t\\n\\r]*$`);
-const single = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(", ") : value);
 
 const SessionItem = z
   .object({
@@ -63,20 +55,6 @@ export function sessionRoutes(app: ServiceApp, ctx: IamContext) {
     const cached = ctx.principals.cachedSessionToken(token);
     if (cached !== undefined) return answer(c, cached);
     return ctx.principals.bySessionToken(token).then((principal) => answer(c, principal));
-  });
-  // ...and, on a server, before Hono: a known service asking in the plainest body gets the same
-  // answer, from memory when cached, else after the same batched read; every other request takes the
-  // route above, and so does one whose read fails (ADR 0005)
-  app.hot({
-    method: "POST",
-    path: validateSession.path,
-    answer: (headers, body) => {
-      if (knownCallerOf(headers.authorization, single(headers["x-api-key"]), ctx.credentials)?.kind !== "service") return undefined;
-      const token = PLAIN_BODY.exec(body)?.[1];
-      if (token === undefined) return undefined;
-      const cached = ctx.principals.cachedSessionToken(token);
-      return cached !== undefined ? answerText(cached) : ctx.principals.bySessionToken(token).then(answerText);
-    },
   });
 
   app.openapi(
