@@ -5,6 +5,8 @@ import type { IamConfig } from "./config.js";
 import type { PrincipalResolver } from "./principals.js";
 import type { RateLimiter } from "./rate-limiter.js";
 
+const digestOf = (key: string) => createHash("sha256").update(key).digest("base64url");
+
 export type ApiKeyCheck =
   | { valid: true; principal: Principal }
   | { valid: false; code: string };
@@ -26,21 +28,26 @@ export class ApiKeyResolver {
   ) {}
 
   /**
-   * A check counted against the client it came from (ADR 0012): once a client sent too many wrong
-   * keys in the window, 429 before the key is even looked at. Every route that takes an API key
-   * goes through here, so guessing is limited wherever a key is accepted.
+   * A check counted against the client it came from (ADR 0012): a wrong key takes one of the
+   * client's failures in the window, atomically (RateLimiter.limitFailures), and once they are used
+   * up every key is 429 before it is even looked at. A key already known valid is answered from
+   * memory while the client is under its limit. Every route that takes an API key goes through
+   * here, so guessing is limited wherever a key is accepted.
    */
   async checkFrom(key: string, client: string): Promise<ApiKeyCheck> {
     const { limiter, config } = this.limits;
+    if (!config.enabled) return this.check(key);
     const failures = `apikey-failures:${client}`;
-    if (config.enabled) await limiter.check(failures, config.apiKeyFailures, config.windowSeconds);
-    const result = await this.check(key);
-    if (!result.valid && config.enabled) await limiter.note(failures, config.windowSeconds);
-    return result;
+    const known = this.cache.get(digestOf(key));
+    if (known?.valid) {
+      await limiter.check(failures, config.apiKeyFailures, config.windowSeconds);
+      return known;
+    }
+    return limiter.limitFailures(failures, config.apiKeyFailures, config.windowSeconds, () => this.check(key), (result) => !result.valid);
   }
 
   async check(key: string): Promise<ApiKeyCheck> {
-    const digest = createHash("sha256").update(key).digest("base64url");
+    const digest = digestOf(key);
     const hit = this.cache.get(digest);
     if (hit) return hit;
     const result = await this.verify(key);

@@ -1,4 +1,4 @@
-import { ConfigError, mailConfig, persistentSecret, positiveIntEnv, type CommonConfig } from "@core/kit";
+import { ConfigError, mailConfig, persistentSecret, positiveIntEnv, trustedProxyHops, type CommonConfig } from "@core/kit";
 
 export interface IamConfig {
   iamUrl: string;
@@ -47,6 +47,8 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     .map((o) => o.trim())
     .filter(Boolean);
   const mail = mailConfig(common, env);
+  // read by clientIpOf on each request; a wrong value stops start-up here instead
+  trustedProxyHops(env);
   return {
     iamUrl,
     registryUrl: common.url("platform-registry"),

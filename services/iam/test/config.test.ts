@@ -36,4 +36,9 @@ describe("IAM configuration", () => {
     expect(() => load({ CORE_SESSION_SECONDS: "0" })).toThrow('CORE_SESSION_SECONDS must be a positive integer, got "0"');
     expect(() => load({ CORE_SESSION_SECONDS: "1.5" })).toThrow(ConfigError);
   });
+
+  it("refuses a CORE_TRUST_PROXY that is not a number of proxies at start-up, rather than on a request", () => {
+    expect(() => load({ CORE_TRUST_PROXY: "true" })).toThrow('CORE_TRUST_PROXY must be the number of proxies in front of the service, 0 to 16, got "true"');
+    expect(() => load({ CORE_TRUST_PROXY: "2" })).not.toThrow();
+  });
 });

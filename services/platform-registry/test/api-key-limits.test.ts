@@ -47,6 +47,26 @@ describe.each(testDatabases())("API key limits through the registry on $name", (
     expect(other.status).toBe(200);
   });
 
+  it("counts a client behind the trusted proxy by the address the proxy wrote: a rotated leftmost entry dodges nothing", async () => {
+    const { key, platformId } = await keyOfAPlatformOwner();
+    // the client writes its own X-Forwarded-For; the proxy appends the address it saw
+    const spoofed = (i: number) => `203.0.113.${i}, 198.51.100.4`;
+    for (let i = 0; i < 3; i++) expect((await getPlatform(platformId, `core_rotated-${i}`, spoofed(i))).status).toBe(401);
+    for (let i = 3; i < 6; i++) expect((await getPlatform(platformId, `core_rotated-${i}`, spoofed(i))).status).toBe(429);
+    expect((await getPlatform(platformId, key, spoofed(99))).status).toBe(429);
+    // the address a client writes is not its address: the one it claimed is not limited
+    expect((await getPlatform(platformId, key, "203.0.113.1")).status).toBe(200);
+  });
+
+  it("lets no more wrong keys be tried than the limit when they arrive all at once", async () => {
+    const { key, platformId } = await keyOfAPlatformOwner();
+    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => getPlatform(platformId, `core_parallel-${i}`, "198.51.100.5")));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 401)).toHaveLength(3);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(21);
+    expect((await getPlatform(platformId, key, "198.51.100.5")).status).toBe(429);
+  });
+
   it("lets the limited client in again once the window has passed", async () => {
     const { key, platformId } = await keyOfAPlatformOwner();
     for (let i = 0; i < 4; i++) await getPlatform(platformId, `core_guess-again-${i}`, "198.51.100.3");

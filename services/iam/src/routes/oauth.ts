@@ -255,15 +255,13 @@ const NO_PENDING_LOGIN = "No pending login with this code: it may be mistyped, u
 
 /**
  * Wrong user codes are counted per user, and too many in a window are refused with 429 (DESIGN §5),
- * whether the code was looked up or answered.
+ * whether the code was looked up or answered; counted atomically, so parallel guesses do not pass.
  */
 async function countingWrongCodes<T>(ctx: IamContext, userId: string, attempt: () => Promise<T | null>): Promise<T | null> {
   const limits = ctx.config.rateLimits;
   const failures = `user-code-failures:${userId}`;
-  if (limits.enabled) await ctx.rateLimiter.check(failures, limits.userCodeFailures, limits.windowSeconds);
-  const found = await attempt();
-  if (!found && limits.enabled) await ctx.rateLimiter.note(failures, limits.windowSeconds);
-  return found;
+  if (!limits.enabled) return attempt();
+  return ctx.rateLimiter.limitFailures(failures, limits.userCodeFailures, limits.windowSeconds, attempt, (found) => !found);
 }
 
 /** The pending device login behind a user code, for the activation page to show; 404 when none. */
