@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launch, replicaPorts, until, type Launched } from "./support/launched.js";
+import { fetchRetrying, launch, replicaPorts, until, type Launched } from "./support/launched.js";
 import { postgresBin, startPrivatePostgres, type PrivatePostgres } from "./support/private-postgres.js";
 
 /**
@@ -29,24 +29,28 @@ async function json(response: Response) {
 
 /** Everything one set of running services needs from a test: addresses, people, a platform. */
 async function seed(at: (service: "iam" | "billing" | "stack-registry" | "platform-registry", replica: number) => string, tag: string) {
-  const post = (base: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${base}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const request = (base: string, path: string, body: unknown, headers: Record<string, string>) =>
+    [`${base}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }] as const;
+  /** a write under test: its answer or failure is what the test looks at */
+  const post = (base: string, path: string, body: unknown, headers: Record<string, string> = {}) => fetch(...request(base, path, body, headers));
+  /** a set-up step, sent as a real client sends it: a 503 (the database slower than its budget on a loaded machine) is asked again */
+  const setUp = (base: string, path: string, body: unknown, headers: Record<string, string> = {}) => fetchRetrying(...request(base, path, body, headers));
   const signUp = async (email: string): Promise<Person> => {
-    const response = await post(at("iam", 0), "/api/auth/sign-up/email", { email, password: PASSWORD, name: email.split("@")[0] });
+    const response = await setUp(at("iam", 0), "/api/auth/sign-up/email", { email, password: PASSWORD, name: email.split("@")[0] });
     const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0]!;
     const body = await json(response);
     return { token: body.token, email, cookie };
   };
   const operator = await signUp(`operator-${tag}@faults.example`);
-  await json(await post(at("iam", 0), "/api/core/bootstrap", {}, { authorization: `Bearer ${operator.token}` }));
+  await json(await setUp(at("iam", 0), "/api/core/bootstrap", {}, { authorization: `Bearer ${operator.token}` }));
   const owner = await signUp(`owner-${tag}@faults.example`);
   const setup = await json(
-    await post(at("iam", 0), "/api/core/org-setup", { name: "Faults", slug: `faults-${tag}` }, { cookie: owner.cookie, origin: at("iam", 0).replace("127.0.0.1", "localhost") }),
+    await setUp(at("iam", 0), "/api/core/org-setup", { name: "Faults", slug: `faults-${tag}` }, { cookie: owner.cookie, origin: at("iam", 0).replace("127.0.0.1", "localhost") }),
   );
   await json(
-    await post(at("billing", 0), "/api/billing/upgrade", { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: owner.email, idempotencyKey: crypto.randomUUID() }, { authorization: `Bearer ${owner.token}` }),
+    await setUp(at("billing", 0), "/api/billing/upgrade", { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: owner.email, idempotencyKey: crypto.randomUUID() }, { authorization: `Bearer ${owner.token}` }),
   );
-  await json(await post(at("stack-registry", 0), "/api/v1/stacks", { name: `stack-${tag}`, displayName: "Stack", description: "Published under fire" }, { authorization: `Bearer ${operator.token}` }));
+  await json(await setUp(at("stack-registry", 0), "/api/v1/stacks", { name: `stack-${tag}`, displayName: "Stack", description: "Published under fire" }, { authorization: `Bearer ${operator.token}` }));
   return { operator, owner, platformId: setup.platformId as string, post, signUp };
 }
 
