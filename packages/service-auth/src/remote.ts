@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from "jose";
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey, type RemoteJWKSet } from "jose";
 import { ApiError, rateLimited, systemClock, upstreamUnavailable, type Clock } from "@core/kit";
 import { PrincipalSchema, type Principal } from "./principal.js";
 import type { CredentialResolvers } from "./credentials.js";
@@ -32,6 +32,16 @@ export interface RemoteResolverOptions {
   clock?: Clock;
 }
 
+/** IAM's key set (JWKS), fetched when first needed and again when a token names a key it lacks. */
+export function iamKeySet(iamUrl: string): RemoteJWKSet {
+  return createRemoteJWKSet(new URL(`${iamUrl.replace(/\/+$/, "")}/api/auth/jwks`), { cooldownDuration: 5_000 });
+}
+
+/** A readiness check (DESIGN §10): resolves once IAM's keys are known, fetching them when they are not yet. */
+export async function keysKnown(keys: RemoteJWKSet): Promise<void> {
+  if (keys.jwks() === undefined) await keys.reload();
+}
+
 /**
  * Credential resolution for resource services (DESIGN §4): JWTs verified locally against IAM's
  * JWKS; session tokens and API keys asked of IAM with a service token, and cached briefly.
@@ -39,7 +49,7 @@ export interface RemoteResolverOptions {
 export function remoteResolvers(options: RemoteResolverOptions): CredentialResolvers {
   const doFetch = options.fetch ?? fetch;
   const iamUrl = options.iamUrl.replace(/\/+$/, "");
-  const keys = options.keys ?? createRemoteJWKSet(new URL(`${iamUrl}/api/auth/jwks`), { cooldownDuration: 5_000 });
+  const keys = options.keys ?? iamKeySet(iamUrl);
   const clock = options.clock ?? systemClock;
   const now = () => clock.now().getTime();
   const sessions = new TtlCache<Principal | null>(10_000, now);

@@ -2,6 +2,7 @@ export * from "./database.js";
 export * from "./pglite-template.js";
 export * from "./data-dir-lock.js";
 export * from "./migrate.js";
+export * from "./migration-status.js";
 export * from "./testing.js";
 export * from "./errors.js";
 export * from "./keyset.js";

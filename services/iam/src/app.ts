@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
-import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
+import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer, type ServiceMetrics } from "@core/kit";
 import { basicChallenge, guardServiceCaller, requireCaller, requireSession } from "./access.js";
 import type { CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
@@ -42,6 +42,9 @@ export interface IamDeps {
   /** fetch used for calls to the platform registry (tests point it at a failing registry) */
   fetch?: typeof fetch;
   healthChecks?: HealthCheck[];
+  /** what `/health/ready` checks: the database and its migrations */
+  readinessChecks?: HealthCheck[];
+  metrics?: ServiceMetrics;
 }
 
 /** Everything IAM's route modules share. */
@@ -159,6 +162,8 @@ export function createApp(deps: IamDeps) {
     description: "Identity and access: sessions, organizations, roles, grants, invitations, API keys, service tokens, audit.",
     logger,
     healthChecks: deps.healthChecks ?? [],
+    readinessChecks: deps.readinessChecks ?? [],
+    metrics: deps.metrics,
     // spec §2.3: the whoami route's errors carry no details
     omitsErrorDetails: (path) => path.startsWith("/api/v1/cli/"),
     extendDescription: authLibraryDescription(auth),

@@ -1,5 +1,5 @@
-import { and, asc, eq, isNull, lt } from "drizzle-orm";
-import type { Clock, Logger } from "@core/kit";
+import { and, asc, count, eq, isNull, lt, min } from "drizzle-orm";
+import type { Clock, JobBacklog, Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditLog } from "./audit.js";
 import { organization, orgSetups } from "./db/schema.js";
@@ -44,4 +44,12 @@ export async function finishInterruptedSetups(deps: { db: Db; clock: Clock; regi
     finished++;
   }
   return finished;
+}
+
+/** The sweep's backlog (`core_worker_*{job="org_setup_recovery"}`): set-ups it would finish now, and how long the oldest has waited since it became stale. */
+export async function interruptedSetupsBacklog(db: Db, now: Date, staleAfterMs: number): Promise<JobBacklog> {
+  const staleBefore = new Date(now.getTime() - staleAfterMs);
+  const [row] = await db.select({ due: count(), oldest: min(orgSetups.startedAt) }).from(orgSetups).where(lt(orgSetups.startedAt, staleBefore));
+  const oldest = row?.oldest ? new Date(row.oldest) : null;
+  return { job: "org_setup_recovery", due: Number(row?.due ?? 0), oldestDueSeconds: oldest ? (staleBefore.getTime() - oldest.getTime()) / 1000 : 0 };
 }

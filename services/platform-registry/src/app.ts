@@ -1,4 +1,4 @@
-import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger, type ServiceMetrics } from "@core/kit";
 import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { platformRoutes } from "./routes/platforms.js";
@@ -11,6 +11,9 @@ export interface RegistryDeps {
   clock?: Clock;
   /** what `/health` checks: the database, IAM */
   healthChecks?: HealthCheck[];
+  /** what `/health/ready` checks: the database and its migrations, IAM's keys */
+  readinessChecks?: HealthCheck[];
+  metrics?: ServiceMetrics;
 }
 
 export type RegistryContext = RegistryDeps & { clock: Clock };
@@ -24,6 +27,8 @@ export function createApp(deps: RegistryDeps) {
     description: "Platforms and their workspace stacks.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
+    readinessChecks: deps.readinessChecks ?? [],
+    metrics: deps.metrics,
     // who is calling is settled before any input is validated: no credential is 401, never 400
     guard: (c) => (isUnder(c.req.path, "/platforms") ? guardCaller(c, deps.credentials) : undefined),
   });

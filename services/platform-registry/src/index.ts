@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
-import type { BuiltService, ServiceContext } from "@core/kit";
+import { ServiceMetrics, type BuiltService, type ServiceContext } from "@core/kit";
 import { iamBackedDeps } from "@core/service-auth";
-import type { Db } from "@core/storage";
+import { databaseReadyCheck, poolStats, type Db } from "@core/storage";
 import { createApp } from "./app.js";
 
 export const SERVICE_ID = "platform-registry";
@@ -11,6 +11,13 @@ export const migrationsFolder = fileURLToPath(new URL("../drizzle", import.meta.
 
 /** Builds the platform registry from the launcher's context (DESIGN §1). */
 export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltService> {
-  const app = createApp({ db: ctx.db, logger: ctx.logger, ...iamBackedDeps(ctx, SERVICE_ID) });
+  const iam = iamBackedDeps(ctx, SERVICE_ID);
+  const app = createApp({
+    db: ctx.db,
+    logger: ctx.logger,
+    ...iam,
+    readinessChecks: [databaseReadyCheck(ctx.db, SERVICE_ID, migrationsFolder), ...iam.readinessChecks],
+    metrics: new ServiceMetrics(SERVICE_ID, { processMetrics: true, databasePool: () => poolStats(ctx.db) }),
+  });
   return { fetch: app.fetch, close: async () => {} };
 }

@@ -1,4 +1,4 @@
-import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, isUnder, systemClock, type Clock, type HealthCheck, type Logger, type ServiceMetrics } from "@core/kit";
 import { guardCaller, type CredentialResolvers } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { authorizePublisher } from "./access.js";
@@ -12,6 +12,9 @@ export interface StackRegistryDeps {
   clock?: Clock;
   /** what `/health` checks: the database, IAM */
   healthChecks?: HealthCheck[];
+  /** what `/health/ready` checks: the database and its migrations, IAM's keys */
+  readinessChecks?: HealthCheck[];
+  metrics?: ServiceMetrics;
 }
 
 export type StackRegistryContext = StackRegistryDeps & { clock: Clock };
@@ -27,6 +30,8 @@ export function createApp(deps: StackRegistryDeps) {
     description: "The catalogue of stack templates and their published, immutable versions.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
+    readinessChecks: deps.readinessChecks ?? [],
+    metrics: deps.metrics,
     // who is calling, and whether they may write, is settled before any input is validated:
     // no credential is 401 and a tenant member's write is 403, never 400
     guard: (c) => {

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { createServiceApp, jsonBody, jsonContent, rawRequestOf, withRequestId, type HealthCheck, type Logger } from "@core/kit";
+import { createServiceApp, jsonBody, jsonContent, rawRequestOf, withRequestId, type HealthCheck, type Logger, type ServiceMetrics } from "@core/kit";
 import { answerMcpRequest } from "./mcp.js";
 import type { Vault } from "./vault.js";
 
@@ -8,6 +8,7 @@ export interface VaultDeps {
   logger: Logger;
   /** what `/health` checks: the vault folder */
   healthChecks?: HealthCheck[];
+  metrics?: ServiceMetrics;
 }
 
 const MCP_PATH = "/mcp";
@@ -41,6 +42,9 @@ export function createApp(deps: VaultDeps) {
     description: "The architecture documents, searchable by AI agents over MCP (JSON-RPC 2.0 at POST /mcp).",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [{ name: "vault", check: () => deps.vault.check() }],
+    // no database: ready while its folder can be read
+    readinessChecks: [{ name: "vault", check: () => deps.vault.check() }],
+    metrics: deps.metrics,
     // the MCP transport answers a wrong media type itself, as a JSON-RPC error
     ownsBody: (path) => path === MCP_PATH,
   });

@@ -1,4 +1,4 @@
-import type { BuiltService, ServiceContext } from "@core/kit";
+import { ServiceMetrics, type BuiltService, type ServiceContext } from "@core/kit";
 import { createApp } from "./app.js";
 import { loadVaultConfig } from "./config.js";
 import { Vault } from "./vault.js";
@@ -15,6 +15,6 @@ export async function buildService(ctx: ServiceContext): Promise<BuiltService> {
     onIndexed: ({ kind, documents, touched, ms }) =>
       ctx.logger.info({ dir: config.dir, kind, documents, touched, ms: Math.round(ms) }, kind === "full" ? "vault indexed" : "vault re-indexed changed files"),
   });
-  const app = createApp({ vault, logger: ctx.logger });
+  const app = createApp({ vault, logger: ctx.logger, metrics: new ServiceMetrics(SERVICE_ID, { processMetrics: true }) });
   return { fetch: app.fetch, close: async () => vault.close() };
 }

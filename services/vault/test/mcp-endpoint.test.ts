@@ -142,7 +142,7 @@ describe("the description of POST /mcp", () => {
 
   it("describes POST /mcp, /health and /metrics, and each answer it lists is one the endpoint gives", async () => {
     const doc = (await (await fetch(`${served.server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
-    expect(Object.keys(doc.paths).sort()).toEqual(["/health", "/mcp", "/metrics"]);
+    expect(Object.keys(doc.paths).sort()).toEqual(["/health", "/health/live", "/health/ready", "/mcp", "/metrics"]);
     const listed = Object.keys(doc.paths["/mcp"]!.post!.responses).sort();
     expect(listed).toEqual(["200", "202", "400", "413", "415", "431"]);
     const seen = [
