@@ -43,7 +43,12 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
     library ??= (auth.api as unknown as { generateOpenAPISchema(): Promise<Json> }).generateOpenAPISchema();
     const { paths, components } = renamed((await library) as { paths: Record<string, Record<string, Operation>>; components: { schemas: Json } });
     const target = document as unknown as { paths: Record<string, unknown>; components: { schemas: Json } };
-    target.components.schemas = { ...target.components.schemas, ...components.schemas, AuthLibraryError: LIBRARY_ERROR_SCHEMA };
+    target.components.schemas = {
+      ...target.components.schemas,
+      ...components.schemas,
+      AuthLibraryError: LIBRARY_ERROR_SCHEMA,
+      AuthListedSession: listedSession(components.schemas.AuthSession as Json | undefined),
+    };
     for (const [path, item] of Object.entries(paths)) {
       const at = `/api/auth${path}`;
       // ours win: /api/auth/profile is IAM's route
@@ -57,6 +62,32 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
   };
 }
 
+/** A session as list-sessions answers it in IAM: the library's Session without its token, with `current` (auth.ts `withoutTokens`). */
+function listedSession(session: Json | undefined): Json {
+  const { token: _token, ...properties } = ((session?.properties ?? {}) as Record<string, Json>);
+  const required = ((session?.required ?? []) as string[]).filter((name) => name !== "token");
+  return {
+    type: "object",
+    description: "One of the caller's sessions, without its token (a bearer credential); revoke another by id with DELETE /api/sessions/{id}",
+    properties: { ...properties, current: { type: "boolean", description: "whether this is the session of the request" } },
+    required: [...required, "current"],
+  };
+}
+
+/** What IAM changes in a library route's description: list-sessions answers no tokens. */
+const AMENDED: Record<string, (operation: Operation) => void> = {
+  "/list-sessions": (operation) => {
+    operation.description = "The caller's active sessions, without their tokens; the caller's own is marked current";
+    operation.responses = {
+      ...operation.responses,
+      "200": { description: "Active sessions", content: { "application/json": { schema: { type: "array", items: { $ref: "#/components/schemas/AuthListedSession" } } } } },
+    };
+  },
+  "/revoke-session": (operation) => {
+    operation.description = "Revoke a session by its token (the caller's own: list-sessions shows no tokens); revoke another by id with DELETE /api/sessions/{id}";
+  },
+};
+
 const LIBRARY_ERROR_SCHEMA = {
   type: "object",
   description: "The auth library's own error body (spec §4.2: its routes keep its shapes)",
@@ -66,6 +97,7 @@ const LIBRARY_ERROR_SCHEMA = {
 
 function describeOperation(path: string, operation: Operation): void {
   operation.tags = ["auth library"];
+  AMENDED[path]?.(operation);
   operation.security = PUBLIC.has(path) ? [] : [{ sessionCookie: [] }, { bearer: [] }];
   const responses = Object.fromEntries(Object.entries(operation.responses ?? {}).filter(([status]) => Number(status) < 400));
   // some routes say nothing of their success: it is the library's JSON answer

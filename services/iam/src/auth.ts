@@ -2,6 +2,7 @@ import { apiKey } from "@better-auth/api-key";
 import { betterAuth } from "better-auth";
 import { drizzleAdapter } from "better-auth/adapters/drizzle";
 import { createAuthMiddleware, isAPIError } from "better-auth/api";
+import { eq } from "drizzle-orm";
 import { bearer, jwt, magicLink, openAPI, organization } from "better-auth/plugins";
 import { loggableError, type Logger, type Mailer } from "@core/kit";
 import type { Db } from "@core/storage";
@@ -88,6 +89,18 @@ export const isAuditedLibraryPath = (path: string) => path in AUDITED || path.st
 
 /** Library paths after which sessions or permissions may have changed: IAM's caches are dropped. */
 const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
+
+/**
+ * list-sessions answers each session without its token: a token is a bearer credential, and one
+ * stolen session must not give away every other (issue 26). The caller's own is marked `current`;
+ * any of them is revoked by id with `DELETE /api/sessions/{id}` (the library's revoke-session takes
+ * a token, so it serves the caller's own).
+ */
+export const withoutTokens = (sessions: unknown[], currentId: string | undefined) =>
+  sessions.map((listed) => {
+    const { token: _token, ...rest } = listed as { id: string; token?: string };
+    return { ...rest, current: rest.id === currentId };
+  });
 
 /** The library's redirect answer (a thrown 302), with the address it sends the browser to. */
 const redirectTarget = (returned: unknown): string | null => {
@@ -196,6 +209,17 @@ export function createAuth(deps: AuthDeps) {
     },
     databaseHooks: {
       session: {
+        update: {
+          // The library refreshes a session it reads once it is a day old: expiry = now + CORE_SESSION_SECONDS.
+          // A CLI access token (one with a refresh token) keeps its own expiry (CORE_ACCESS_TOKEN_SECONDS):
+          // `core org switch` and every other library call with it must not make an hour a week.
+          before: async (changes, ctx) => {
+            if (!("expiresAt" in changes)) return;
+            const current = (ctx?.context.session as { session?: { id: string; expiresAt: Date } } | null | undefined)?.session;
+            if (!current || !(await issuedWithRefreshToken(deps.db, current.id))) return;
+            return { data: { ...changes, expiresAt: current.expiresAt } };
+          },
+        },
         delete: {
           before: async (deleted, ctx) => {
             if (ctx?.path === "/sign-out" && ctx.request) actingUser.set(ctx.request, deleted.userId);
@@ -221,6 +245,10 @@ export function createAuth(deps: AuthDeps) {
     hooks: {
       after: createAuthMiddleware(async (ctx) => {
         if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
+        if (ctx.path === "/list-sessions" && Array.isArray(ctx.context.returned)) {
+          const current = (ctx.context.session as { session?: { id: string } } | null)?.session?.id;
+          return ctx.json(withoutTokens(ctx.context.returned, current));
+        }
         const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
         if (!action) return;
         const returned = ctx.context.returned;
@@ -319,6 +347,12 @@ export function createAuth(deps: AuthDeps) {
 }
 
 export type Auth = ReturnType<typeof createAuth>;
+
+/** Whether a session is a CLI access token: one issued together with a refresh token (device-flow.ts). */
+async function issuedWithRefreshToken(db: Db, sessionId: string): Promise<boolean> {
+  const [found] = await db.select({ id: schema.refreshTokens.id }).from(schema.refreshTokens).where(eq(schema.refreshTokens.sessionId, sessionId)).limit(1);
+  return found !== undefined;
+}
 
 export function verificationMail(iamUrl: string, email: string, token: string) {
   return {
