@@ -2,14 +2,23 @@ import { randomBytes } from "node:crypto";
 import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
-/** The services of DESIGN §1, their default ports and the environment variable of each address. */
+/**
+ * The services of DESIGN §1 and the names of their settings (DESIGN §10): `CORE_<SERVICE>_PORT` and
+ * `CORE_<SERVICE>_URL` for each. Each one's default port is `CORE_BASE_PORT` (4100) plus its offset.
+ * `formerUrlVar` is the name an address had before, still read when the new one is unset.
+ */
 export const SERVICES = {
-  iam: { port: 4100, urlVar: "CORE_IAM_URL", portVar: "CORE_IAM_PORT" },
-  billing: { port: 4200, urlVar: "CORE_BILLING_URL", portVar: "CORE_BILLING_PORT" },
-  "stack-registry": { port: 4300, urlVar: "CORE_STACK_REGISTRY_URL", portVar: "CORE_STACK_REGISTRY_PORT" },
-  "platform-registry": { port: 4400, urlVar: "CORE_REGISTRY_URL", portVar: "CORE_PLATFORM_REGISTRY_PORT" },
-  vault: { port: 4500, urlVar: "CORE_MCP_URL", portVar: "CORE_VAULT_PORT" },
-} as const;
+  iam: { offset: 0, portVar: "CORE_IAM_PORT", urlVar: "CORE_IAM_URL" },
+  billing: { offset: 100, portVar: "CORE_BILLING_PORT", urlVar: "CORE_BILLING_URL" },
+  "stack-registry": { offset: 200, portVar: "CORE_STACK_REGISTRY_PORT", urlVar: "CORE_STACK_REGISTRY_URL" },
+  "platform-registry": { offset: 300, portVar: "CORE_PLATFORM_REGISTRY_PORT", urlVar: "CORE_PLATFORM_REGISTRY_URL", formerUrlVar: "CORE_REGISTRY_URL" },
+  vault: { offset: 400, portVar: "CORE_VAULT_PORT", urlVar: "CORE_VAULT_URL", formerUrlVar: "CORE_MCP_URL" },
+} as const satisfies Record<string, { offset: number; portVar: string; urlVar: string; formerUrlVar?: string }>;
+
+/** IAM's port when nothing is set; the others follow at their offsets (4200, 4300, …). */
+export const DEFAULT_BASE_PORT = 4100;
+/** How long start-up waits for the database by default (`CORE_DB_WAIT_SECONDS`). */
+export const DEFAULT_DB_WAIT_SECONDS = 60;
 
 export type ServiceName = keyof typeof SERVICES;
 
@@ -17,8 +26,10 @@ export interface CommonConfig {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** how long start-up retries a database that does not answer (`CORE_DB_WAIT_SECONDS`; 0: one try) */
+  databaseWaitSeconds: number;
   port(service: ServiceName): number;
-  /** the public base URL of a service (`CORE_<NAME>_URL`, else http://localhost:<port>) */
+  /** the public base URL of a service (`CORE_<NAME>_URL` or its former name, else http://localhost:<port>) */
   url(service: ServiceName): string;
 }
 
@@ -35,6 +46,15 @@ export function positiveIntEnv(env: NodeJS.ProcessEnv, name: string, fallback: n
   return value;
 }
 
+/** An integer setting from `min` to `max`, `fallback` when unset or empty; else a ConfigError naming it. */
+function integerEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number, what: string): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!/^[0-9]+$/.test(raw.trim()) || value < min || value > max) throw new ConfigError(`${name} must be ${what} (${min}-${max}), got "${raw}"`);
+  return value;
+}
+
 /** Environment → the settings every service shares (DESIGN §1). Fails fast with a clear message. */
 export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonConfig {
   const host = env.CORE_HOST || "127.0.0.1";
@@ -43,25 +63,21 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError("DATABASE_URL must be a postgres:// or postgresql:// URL");
   }
-  const port = (service: ServiceName) => {
-    const spec = SERVICES[service];
-    const raw = env[spec.portVar];
-    if (raw === undefined || raw === "") return spec.port;
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < 0 || value > 65535) {
-      throw new ConfigError(`${spec.portVar} must be a port number (0-65535), got "${raw}"`);
-    }
-    return value;
-  };
+  const basePort = integerEnv(env, "CORE_BASE_PORT", DEFAULT_BASE_PORT, 1, 65535 - SERVICES.vault.offset, "a port number");
+  const databaseWaitSeconds = integerEnv(env, "CORE_DB_WAIT_SECONDS", DEFAULT_DB_WAIT_SECONDS, 0, 86_400, "a number of seconds");
+  const port = (service: ServiceName) => integerEnv(env, SERVICES[service].portVar, basePort + SERVICES[service].offset, 0, 65535, "a port number");
   const url = (service: ServiceName) => {
-    const raw = env[SERVICES[service].urlVar];
-    if (raw) {
+    const spec: { urlVar: string; formerUrlVar?: string } = SERVICES[service];
+    // the new name wins when both are set
+    const name = env[spec.urlVar] ? spec.urlVar : spec.formerUrlVar && env[spec.formerUrlVar] ? spec.formerUrlVar : null;
+    if (name) {
+      const raw = env[name]!;
       try {
         const parsed = new URL(raw);
         // the vault's address names its /mcp endpoint (spec §4.7); the base is what we serve from
         return service === "vault" ? parsed.origin : raw.replace(/\/+$/, "");
       } catch {
-        throw new ConfigError(`${SERVICES[service].urlVar} must be a URL, got "${raw}"`);
+        throw new ConfigError(`${name} must be a URL, got "${raw}"`);
       }
     }
     return `http://localhost:${port(service)}`;
@@ -71,7 +87,7 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
     port(service);
     url(service);
   }
-  return { host, dataDir, databaseUrl, port, url };
+  return { host, dataDir, databaseUrl, databaseWaitSeconds, port, url };
 }
 
 /**

@@ -5,7 +5,7 @@ import { buildSync } from "esbuild";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, loadCommonConfig, persistentSecret } from "@core/kit";
+import { ConfigError, loadCommonConfig, persistentSecret, SERVICES, type ServiceName } from "@core/kit";
 
 /** The error loadCommonConfig throws for this environment, or undefined. */
 function failureOf(env: NodeJS.ProcessEnv): unknown {
@@ -82,6 +82,88 @@ describe("loadCommonConfig", () => {
     const err = failureOf({ CORE_IAM_URL: "iam.example.com" });
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toBe('CORE_IAM_URL must be a URL, got "iam.example.com"');
+    expect((failureOf({ CORE_REGISTRY_URL: "registry" }) as Error).message).toBe('CORE_REGISTRY_URL must be a URL, got "registry"');
+  });
+
+  it("names every service's settings CORE_<SERVICE>_PORT and CORE_<SERVICE>_URL (DESIGN §10)", () => {
+    expect(Object.entries(SERVICES).map(([name, spec]) => [name, spec.portVar, spec.urlVar])).toEqual([
+      ["iam", "CORE_IAM_PORT", "CORE_IAM_URL"],
+      ["billing", "CORE_BILLING_PORT", "CORE_BILLING_URL"],
+      ["stack-registry", "CORE_STACK_REGISTRY_PORT", "CORE_STACK_REGISTRY_URL"],
+      ["platform-registry", "CORE_PLATFORM_REGISTRY_PORT", "CORE_PLATFORM_REGISTRY_URL"],
+      ["vault", "CORE_VAULT_PORT", "CORE_VAULT_URL"],
+    ]);
+    const config = loadCommonConfig({
+      CORE_IAM_URL: "https://iam.example.com",
+      CORE_BILLING_URL: "https://billing.example.com",
+      CORE_STACK_REGISTRY_URL: "https://stacks.example.com",
+      CORE_PLATFORM_REGISTRY_URL: "https://registry.example.com/",
+      CORE_VAULT_URL: "https://vault.example.com/mcp",
+    });
+    expect((Object.keys(SERVICES) as ServiceName[]).map((name) => config.url(name))).toEqual([
+      "https://iam.example.com",
+      "https://billing.example.com",
+      "https://stacks.example.com",
+      "https://registry.example.com",
+      "https://vault.example.com",
+    ]);
+  });
+
+  it("still reads the former names CORE_REGISTRY_URL and CORE_MCP_URL; the new name wins when both are set", () => {
+    const former = loadCommonConfig({ CORE_REGISTRY_URL: "https://old-registry.example.com", CORE_MCP_URL: "https://old-vault.example.com/mcp" });
+    expect(former.url("platform-registry")).toBe("https://old-registry.example.com");
+    expect(former.url("vault")).toBe("https://old-vault.example.com");
+    const both = loadCommonConfig({
+      CORE_REGISTRY_URL: "https://old-registry.example.com",
+      CORE_PLATFORM_REGISTRY_URL: "https://registry.example.com",
+      CORE_MCP_URL: "https://old-vault.example.com/mcp",
+      CORE_VAULT_URL: "https://vault.example.com/mcp",
+    });
+    expect(both.url("platform-registry")).toBe("https://registry.example.com");
+    expect(both.url("vault")).toBe("https://vault.example.com");
+    // an empty new name counts as unset
+    expect(loadCommonConfig({ CORE_PLATFORM_REGISTRY_URL: "", CORE_REGISTRY_URL: "https://old-registry.example.com" }).url("platform-registry")).toBe("https://old-registry.example.com");
+  });
+
+  it("puts a second copy elsewhere with one knob: CORE_BASE_PORT=n gives IAM n, billing n+100 … the vault n+400", () => {
+    const config = loadCommonConfig({ CORE_BASE_PORT: "5100" });
+    expect((Object.keys(SERVICES) as ServiceName[]).map((name) => config.port(name))).toEqual([5100, 5200, 5300, 5400, 5500]);
+    expect(config.url("billing")).toBe("http://localhost:5200");
+    expect(config.url("vault")).toBe("http://localhost:5500");
+    // the default keeps today's ports
+    const usual = loadCommonConfig({});
+    expect((Object.keys(SERVICES) as ServiceName[]).map((name) => usual.port(name))).toEqual([4100, 4200, 4300, 4400, 4500]);
+  });
+
+  it("lets an explicit port or address win over CORE_BASE_PORT", () => {
+    const config = loadCommonConfig({ CORE_BASE_PORT: "5100", CORE_BILLING_PORT: "7000", CORE_IAM_URL: "https://iam.example.com" });
+    expect(config.port("billing")).toBe(7000);
+    expect(config.url("billing")).toBe("http://localhost:7000");
+    expect(config.port("iam")).toBe(5100);
+    expect(config.url("iam")).toBe("https://iam.example.com");
+  });
+
+  it("accepts CORE_BASE_PORT from 1 to 65135, so the vault's n+400 is still a port", () => {
+    expect(loadCommonConfig({ CORE_BASE_PORT: "1" }).port("iam")).toBe(1);
+    expect(loadCommonConfig({ CORE_BASE_PORT: "65135" }).port("vault")).toBe(65535);
+  });
+
+  it.each(["0", "65136", "-5", "51x0", "4100.5"])("refuses CORE_BASE_PORT=%s with a ConfigError naming it", (raw) => {
+    const err = failureOf({ CORE_BASE_PORT: raw });
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toBe(`CORE_BASE_PORT must be a port number (1-65135), got "${raw}"`);
+  });
+
+  it("waits 60 s for the database by default; CORE_DB_WAIT_SECONDS sets it, 0 included (one try)", () => {
+    expect(loadCommonConfig({}).databaseWaitSeconds).toBe(60);
+    expect(loadCommonConfig({ CORE_DB_WAIT_SECONDS: "0" }).databaseWaitSeconds).toBe(0);
+    expect(loadCommonConfig({ CORE_DB_WAIT_SECONDS: "300" }).databaseWaitSeconds).toBe(300);
+  });
+
+  it.each(["-1", "ten", "1.5", "86401"])("refuses CORE_DB_WAIT_SECONDS=%s with a ConfigError naming it", (raw) => {
+    const err = failureOf({ CORE_DB_WAIT_SECONDS: raw });
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toBe(`CORE_DB_WAIT_SECONDS must be a number of seconds (0-86400), got "${raw}"`);
   });
 });
 
