@@ -1,14 +1,28 @@
 import { fork, type ChildProcess } from "node:child_process";
-import { SERVICES, loadCommonConfig, type ServiceName } from "@core/kit";
+import { ConfigError, SERVICES, loadCommonConfig, type ServiceName } from "@core/kit";
 
 /** The most replicas one command runs: their ports are the base port plus 0..MAX_REPLICAS-1. */
 export const MAX_REPLICAS = 32;
-/** A replica that dies this many times within RESTART_WINDOW_MS is not started again: it would only die again. */
-const MAX_RESTARTS = 5;
-const RESTART_WINDOW_MS = 60_000;
-const RESTART_DELAY_MS = 1_000;
 /** how long a stopping replica may take before it is killed */
 const STOP_GRACE_MS = 10_000;
+
+/** When a replica that exited is started again (DESIGN §10). */
+export interface RestartBackoff {
+  /** the wait before the first restart; it doubles with each failure in a row */
+  firstMs: number;
+  /** the longest wait */
+  maxMs: number;
+  /** a replica that ran this long after it was ready counts its failures from zero again */
+  steadyMs: number;
+}
+
+/** 1, 2, 4 … s, at most 30 s; a minute up forgives what came before. */
+export const RESTART_BACKOFF: RestartBackoff = { firstMs: 1_000, maxMs: 30_000, steadyMs: 60_000 };
+
+/** The wait before the restart that follows `failures` exits in a row (1 for the first). */
+export function restartDelayMs(failures: number, backoff: RestartBackoff = RESTART_BACKOFF): number {
+  return Math.min(backoff.maxMs, backoff.firstMs * 2 ** Math.min(failures - 1, 30));
+}
 
 /** What a replica tells its supervisor once its services listen. */
 export interface ReadyMessage {
@@ -26,6 +40,8 @@ export interface ReplicaPlan {
   script?: string;
   /** where the supervisor says what happens; default: stderr */
   say?: (line: string) => void;
+  /** default RESTART_BACKOFF; shorter in tests */
+  backoff?: RestartBackoff;
 }
 
 /**
@@ -41,27 +57,46 @@ export function replicaEnv(env: NodeJS.ProcessEnv, index: number, services: Serv
     const base = common.port(name);
     if (base === 0) continue;
     const port = base + index;
-    if (port > 65535) throw new Error(`replica ${index} of ${name} would need port ${port}; set ${SERVICES[name].portVar} lower`);
+    if (port > 65535) throw new ConfigError(`replica ${index} of ${name} would need port ${port}; set ${SERVICES[name].portVar} or CORE_BASE_PORT lower`);
     // only the services this command runs move; another's address is where that service already is
     if (services.includes(name)) own[SERVICES[name].portVar] = String(port);
   }
   return own;
 }
 
+/** One replica as its supervisor sees it. */
+interface Replica {
+  child: ChildProcess | null;
+  /** how many times it was started */
+  lives: number;
+  /** when this life said it was ready, else null */
+  readyAt: number | null;
+  /** exits in a row without a steady run between them */
+  failures: number;
+  /** the pending restart */
+  restart: NodeJS.Timeout | null;
+}
+
 /**
- * `npm start -- --replicas N` (DESIGN §1): N processes, each running the services on its own ports,
- * all on one PostgreSQL database. Nothing is shared between them but the database, which is what
- * makes them replicas. A replica that dies is started again; stopping the supervisor stops them all.
- * Resolves with the replicas' addresses once every one listens.
+ * `npm start -- --replicas N` (DESIGN §1, §10): N processes, each running the services on its own
+ * ports, all on one PostgreSQL database. Nothing is shared between them but the database, which is
+ * what makes them replicas. A replica that exits is started again after 1, 2, 4 … s (at most 30 s),
+ * however often it fails: one that cannot start (its database is down) keeps being tried and comes
+ * back by itself when it can, and is never a reason to stop the others. Only a replica that fails
+ * on its very first start (a port in use, a configuration error) stops the command: no later try
+ * would mend that. Stopping the supervisor stops them all. Resolves with the replicas' addresses
+ * once every one listens.
  */
 export function superviseReplicas(plan: ReplicaPlan): Promise<{ urls: Record<string, string>[]; stop: () => Promise<void>; stopped: Promise<number> }> {
   const env = plan.env ?? process.env;
   const say = plan.say ?? ((line: string) => process.stderr.write(`${line}\n`));
   const script = plan.script ?? process.argv[1]!;
-  const children: (ChildProcess | null)[] = Array.from({ length: plan.replicas }, () => null);
-  const urls: Record<string, string>[] = Array.from({ length: plan.replicas }, () => ({}));
-  const crashes: number[][] = Array.from({ length: plan.replicas }, () => []);
-  const ready = new Set<number>();
+  const backoff = plan.backoff ?? RESTART_BACKOFF;
+  // a ConfigError here (a port beyond 65535) is thrown before any replica starts
+  const envs = Array.from({ length: plan.replicas }, (_, index) => replicaEnv(env, index, plan.services));
+  const replicas: Replica[] = envs.map(() => ({ child: null, lives: 0, readyAt: null, failures: 0, restart: null }));
+  const urls: Record<string, string>[] = envs.map(() => ({}));
+  let starting = true;
   let stopping = false;
   let finish!: (code: number) => void;
   const stopped = new Promise<number>((resolve) => (finish = resolve));
@@ -69,67 +104,57 @@ export function superviseReplicas(plan: ReplicaPlan): Promise<{ urls: Record<str
   const started = new Promise<void>((resolve, reject) => (settleStart = { resolve, reject }));
   started.catch(() => {});
 
-  const envs = children.map((_, index) => replicaEnv(env, index, plan.services));
-
   const launch = (index: number) => {
+    const replica = replicas[index]!;
+    replica.restart = null;
+    replica.lives++;
+    replica.readyAt = null;
     const child = fork(script, plan.args, { env: envs[index], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    children[index] = child;
+    replica.child = child;
     child.on("message", (message: ReadyMessage) => {
       if (message?.type !== "core:ready") return;
       urls[index] = message.urls;
-      const first = !ready.has(index);
-      ready.add(index);
-      if (!first) say(`core: replica ${index} is running again`);
-      if (ready.size === plan.replicas) settleStart.resolve();
+      replica.readyAt = Date.now();
+      if (replica.lives > 1) say(`core: replica ${index} is running again`);
+      if (starting && replicas.every((r) => r.readyAt !== null)) {
+        starting = false;
+        settleStart.resolve();
+      }
     });
     child.on("exit", (code, signal) => {
-      children[index] = null;
+      replica.child = null;
       // a stop waits for every replica itself
       if (stopping) return;
       const how = signal ? `was killed (${signal})` : `exited with code ${code}`;
-      if (!ready.has(index)) {
+      if (replica.readyAt === null && replica.lives === 1) {
         // it never started: a port in use or a configuration error, which another try will not mend
         say(`core: replica ${index} ${how} before it started`);
         settleStart.reject(new Error(`replica ${index} ${how} before it started`));
         void stopAll(1);
         return;
       }
-      const now = Date.now();
-      crashes[index] = [...crashes[index]!.filter((at) => now - at < RESTART_WINDOW_MS), now];
-      if (crashes[index]!.length >= MAX_RESTARTS) {
-        say(`core: replica ${index} ${how}, ${MAX_RESTARTS} times within a minute; stopping every replica`);
-        void stopAll(1);
-        return;
-      }
-      say(`core: replica ${index} ${how}; starting it again`);
-      setTimeout(() => {
-        if (!stopping) launch(index);
-      }, RESTART_DELAY_MS).unref();
+      if (replica.readyAt !== null && Date.now() - replica.readyAt >= backoff.steadyMs) replica.failures = 0;
+      replica.failures++;
+      const delay = restartDelayMs(replica.failures, backoff);
+      const when = replica.readyAt === null ? " while starting" : "";
+      say(`core: replica ${index} ${how}${when}; starting it again in ${formatSeconds(delay)}`);
+      // kept referenced: with every replica down, this timer is what keeps the supervisor alive
+      replica.restart = setTimeout(() => launch(index), delay);
     });
   };
 
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
-    const running = children.filter((c): c is ChildProcess => c !== null);
-    if (running.length === 0) {
-      finish(code);
-      return;
-    }
+    for (const replica of replicas) if (replica.restart) clearTimeout(replica.restart);
+    const running = replicas.flatMap((r) => (r.child ? [r.child] : []));
     for (const child of running) child.kill("SIGTERM");
     const killer = setTimeout(() => {
-      for (const child of children) child?.kill("SIGKILL");
+      for (const replica of replicas) replica.child?.kill("SIGKILL");
     }, STOP_GRACE_MS);
     killer.unref();
-    await new Promise<void>((resolve) => {
-      const check = setInterval(() => {
-        if (children.every((c) => c === null)) {
-          clearInterval(check);
-          clearTimeout(killer);
-          resolve();
-        }
-      }, 50);
-    });
+    await Promise.all(running.map((child) => (child.exitCode !== null || child.signalCode !== null ? null : new Promise((resolve) => child.once("exit", resolve)))));
+    clearTimeout(killer);
     finish(code);
   };
 
@@ -148,4 +173,8 @@ export function superviseReplicas(plan: ReplicaPlan): Promise<{ urls: Record<str
       throw err;
     },
   );
+}
+
+function formatSeconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10} s`;
 }

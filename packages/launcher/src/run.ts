@@ -13,8 +13,9 @@ import {
   type ServiceContext,
   type ServiceName,
 } from "@core/kit";
-import { applyMigrations, DataDirLockedError, openDatabase, type DatabaseHandle, type Db } from "@core/storage";
+import { applyMigrations, DataDirLockedError, type DatabaseHandle, type Db } from "@core/storage";
 import { parseServiceCredentials } from "@core/service-auth";
+import { connectFailure, databaseAddress, DatabaseUnavailableError, openDatabaseWhenUp } from "./database-wait.js";
 
 /** What every service package exports for the launcher. */
 export interface ServiceModule {
@@ -42,6 +43,8 @@ export interface RunOptions {
   /** generate the built-in service credentials in the data dir (one-process and embedded modes) */
   builtInCredentials: boolean;
   env?: NodeJS.ProcessEnv;
+  /** where start-up says what it waits for (the database); default: stderr */
+  say?: (line: string) => void;
 }
 
 export interface Running {
@@ -86,7 +89,10 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const eager = Array.isArray(given) ? given : null;
   const lazy = Array.isArray(given) ? null : given;
   const needsDatabase = eager ? eager.some(([, module]) => module.migrationsFolder !== undefined) : lazy!.withTables;
-  const opening = needsDatabase ? openDatabase({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir }) : null;
+  const say = options.say ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const opening = needsDatabase
+    ? openDatabaseWhenUp({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir }, { seconds: common.databaseWaitSeconds, say })
+    : null;
   // awaited below; until then a failure must not count as unhandled
   opening?.catch(() => {});
   let services: [ServiceName, ServiceModule][];
@@ -102,12 +108,12 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const withoutTables = services.filter(([, module]) => module.migrationsFolder === undefined);
   if (withTables.length > 0 && !opening) throw new Error(`${withTables.map(([name]) => name).join(", ")} have tables, but were announced without (LazyServices.withTables)`);
   let database: OpenDatabase = withoutDatabase();
-  const servers: RunningServer[] = [];
+  const servers: { name: ServiceName; server: RunningServer }[] = [];
   const built: BuiltService[] = [];
   const urls: Record<string, string> = {};
   const listening: Record<string, string> = {};
   const stop = async () => {
-    for (const server of servers) await server.close();
+    for (const { server } of servers) await server.close();
     for (const service of built) await service.close();
     await database.close();
   };
@@ -126,7 +132,7 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     });
     built.push(service);
     const server = await listen(service, common.port(name), common.host);
-    servers.push(server);
+    servers.push({ name, server });
     const path = name === "vault" ? "/mcp" : "";
     urls[name] = common.url(name) + path;
     listening[name] = server.url + path;
@@ -155,6 +161,9 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
     if (failed) throw failed;
     if (options.migrateOnly) return { urls: {}, listening: {}, stop };
     for (const entry of withTables) await start(entry, database);
+    const answering = performance.now();
+    await untilAnswering(servers);
+    phases.firstAnswers = since(answering);
     // where start-up time goes: the services without tables start while the database opens
     logger.info({ ms: since(began), sinceProcessStart: Math.round(process.uptime() * 1000), phases, rssMiB: Math.round(process.memoryUsage().rss / 2 ** 20) }, "started");
     // in the order services were asked for
@@ -167,7 +176,10 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   }
 }
 
-/** Runs services until SIGTERM/SIGINT, explaining configuration problems instead of crashing. */
+/**
+ * Runs services until SIGTERM/SIGINT. A start-up failure someone can mend (configuration, a port in
+ * use, the database) is one line on stderr and exit code 1, never a stack trace (DESIGN §10).
+ */
 export async function runUntilStopped(options: RunOptions, givenLogger?: Logger): Promise<Running | undefined> {
   try {
     const logger = givenLogger ?? createLogger("core");
@@ -175,21 +187,61 @@ export async function runUntilStopped(options: RunOptions, givenLogger?: Logger)
     onShutdown(logger, [running.stop]);
     return running;
   } catch (err) {
-    // each service bundle carries its own copy of the kit, so its ConfigError is known by name
-    if ((err instanceof Error && err.name === ConfigError.name) || err instanceof DataDirLockedError) {
-      console.error(`core: ${err.message}`);
-      process.exit(1);
-    }
-    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      console.error(`core: ${(err as Error).message}. Another process uses that port; set CORE_<NAME>_PORT to move it.`);
-      process.exit(1);
-    }
-    throw err;
+    const sentence = startFailure(err, options.env ?? process.env);
+    if (sentence === null) throw err;
+    console.error(`core: ${sentence}`);
+    process.exit(1);
   }
+}
+
+/** The one sentence for a start-up failure someone can mend, or null for a fault of ours (its stack is wanted). */
+export function startFailure(err: unknown, env: NodeJS.ProcessEnv): string | null {
+  if (!(err instanceof Error)) return null;
+  // each service bundle carries its own copy of the kit, so its ConfigError is known by name
+  if (err.name === ConfigError.name || err instanceof DataDirLockedError || err instanceof DatabaseUnavailableError) return err.message;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "EADDRINUSE") return `${err.message}. Another process uses that port; set CORE_<NAME>_PORT or CORE_BASE_PORT to move it.`;
+  if (code === "EACCES" && (err as NodeJS.ErrnoException).syscall === "listen") return `${err.message}. Ports below 1024 need privileges; set CORE_<NAME>_PORT or CORE_BASE_PORT to another.`;
+  const host = env.CORE_HOST || "127.0.0.1";
+  if (code === "EADDRNOTAVAIL" || (code === "ENOTFOUND" && (err as { hostname?: string }).hostname === host)) return `${err.message}. Check CORE_HOST: it must be an address of this machine.`;
+  const url = env.DATABASE_URL;
+  const lost = url ? connectFailure(err) : null;
+  // the database went away after it answered, e.g. while migrations were applied
+  if (lost) return `the database at ${databaseAddress(url!)} stopped answering during start-up (${lost.reason}); start it, or check DATABASE_URL`;
+  // the data directory or a file it names: not writable, not there, a disk full
+  if ((err as NodeJS.ErrnoException).syscall && (err as NodeJS.ErrnoException).path) return `${err.message}. Check CORE_DATA_DIR and the paths the configuration names.`;
+  return null;
 }
 
 /** Entry of `node services/<name>/dist/main.js`: one service from the environment. */
 export async function runSingleService(name: ServiceName, module: ServiceModule): Promise<void> {
   const running = await runUntilStopped({ services: [[name, module]], builtInCredentials: !process.env.DATABASE_URL });
   if (running) console.log(`core ${name} listening on ${running.urls[name]}`);
+}
+
+/** How long start-up waits for a bound service to answer its first request. */
+const FIRST_ANSWER_MS = 30_000;
+
+/**
+ * Bound is not yet serving: a service's first request pays for what it set up lazily (IAM its
+ * signing keys, the resource services their client of IAM), which on a loaded machine took seconds
+ * after the banner said "running" (issue 26). So each service answers one `GET /health` (any
+ * status: a dependency elsewhere may be down) before start-up says it runs (DESIGN §10).
+ */
+async function untilAnswering(servers: { name: ServiceName; server: RunningServer }[]): Promise<void> {
+  const deadline = Date.now() + FIRST_ANSWER_MS;
+  await Promise.all(
+    servers.map(async ({ name, server }) => {
+      for (;;) {
+        try {
+          const response = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
+          await response.body?.cancel();
+          return;
+        } catch (err) {
+          if (Date.now() >= deadline) throw new Error(`${name} listens on ${server.url} but did not answer within ${FIRST_ANSWER_MS / 1000} s: ${(err as Error).message}`);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      }
+    }),
+  );
 }

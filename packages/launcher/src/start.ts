@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
-import type { ServiceName } from "@core/kit";
+import { ConfigError, type ServiceName } from "@core/kit";
 import { runUntilStopped, type ServiceModule } from "./run.js";
 import { MAX_REPLICAS, superviseReplicas, type ReadyMessage } from "./replicas.js";
 
@@ -20,19 +20,31 @@ const MODULES: Record<ServiceName, { tables: boolean; load: () => Promise<Servic
 };
 const AVAILABLE = Object.keys(MODULES) as ServiceName[];
 
-const { values } = parseArgs({
-  options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, replicas: { type: "string" }, help: { type: "boolean", short: "h" } },
-  strict: true,
-});
+const USAGE = `usage: npm start -- [--only <${AVAILABLE.join("|")}>] [--replicas <1-${MAX_REPLICAS}>] [--migrate-only] [--help]`;
+
+/** A command line this launcher does not take: what is wrong, the usage line, exit code 2 (DESIGN §10). */
+function refuseUsage(problem: string): never {
+  console.error(`core: ${problem}\n${USAGE}`);
+  process.exit(2);
+}
+
+const values = (() => {
+  try {
+    return parseArgs({
+      options: { only: { type: "string" }, "migrate-only": { type: "boolean" }, replicas: { type: "string" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+    }).values;
+  } catch (err) {
+    // node:util's message, without its advice on positional arguments: "Unknown option '--bogus'"
+    return refuseUsage((err as Error).message.split(". ")[0]!);
+  }
+})();
 
 if (values.help) {
-  console.log(`usage: npm start [-- --only <${AVAILABLE.join("|")}>] [-- --replicas <1-${MAX_REPLICAS}>] [-- --migrate-only]`);
+  console.log(USAGE);
   process.exit(0);
 }
-if (values.only && !AVAILABLE.includes(values.only as ServiceName)) {
-  console.error(`core: unknown service "${values.only}"; choose one of ${AVAILABLE.join(", ")}`);
-  process.exit(1);
-}
+if (values.only && !AVAILABLE.includes(values.only as ServiceName)) refuseUsage(`unknown service "${values.only}"; choose one of ${AVAILABLE.join(", ")}`);
 const names = values.only ? [values.only as ServiceName] : AVAILABLE;
 if (values.replicas !== undefined) await runReplicas(values.replicas);
 const running = await runUntilStopped({
@@ -62,14 +74,8 @@ if (running && !process.env.CORE_REPLICA) {
 /** `--replicas N`: this process supervises N replicas and never returns. */
 async function runReplicas(raw: string): Promise<never> {
   const count = /^[0-9]{1,2}$/.test(raw) ? Number(raw) : NaN;
-  if (!(count >= 1 && count <= MAX_REPLICAS)) {
-    console.error(`core: --replicas takes a number from 1 to ${MAX_REPLICAS}, got "${raw}"`);
-    process.exit(1);
-  }
-  if (values["migrate-only"]) {
-    console.error("core: --replicas and --migrate-only do not go together: migrations are applied once, by whichever replica starts first");
-    process.exit(1);
-  }
+  if (!(count >= 1 && count <= MAX_REPLICAS)) refuseUsage(`--replicas takes a number from 1 to ${MAX_REPLICAS}, got "${raw}"`);
+  if (values["migrate-only"]) refuseUsage("--replicas and --migrate-only do not go together: migrations are applied once, by whichever replica starts first");
   if (!process.env.DATABASE_URL) {
     console.error("core: --replicas needs PostgreSQL (set DATABASE_URL): the embedded database belongs to one process");
     process.exit(1);
@@ -78,8 +84,9 @@ async function runReplicas(raw: string): Promise<never> {
   let replicas: Awaited<ReturnType<typeof superviseReplicas>>;
   try {
     replicas = await superviseReplicas({ replicas: count, services: names, args });
-  } catch {
-    // the replica said why
+  } catch (err) {
+    // a replica that failed said why itself; a port beyond 65535 is said here
+    if (err instanceof ConfigError) console.error(`core: ${err.message}`);
     process.exit(1);
   }
   console.log(`core is running ${count} replica${count === 1 ? "" : "s"}:`);
