@@ -53,9 +53,9 @@ describe("npm start", () => {
       CORE_STACK_REGISTRY_PORT: String(stacks),
       CORE_STACK_REGISTRY_URL: `http://127.0.0.1:${stacks}`,
       CORE_IAM_URL: iamUrl,
-      CORE_REGISTRY_URL: `http://127.0.0.1:${registry}`,
+      CORE_PLATFORM_REGISTRY_URL: `http://127.0.0.1:${registry}`,
       CORE_VAULT_PORT: String(vault),
-      CORE_MCP_URL: `http://127.0.0.1:${vault}`,
+      CORE_VAULT_URL: `http://127.0.0.1:${vault}`,
       LOG_LEVEL: "warn",
     };
   });
@@ -65,10 +65,24 @@ describe("npm start", () => {
   });
 
   it("runs every service, refuses a second process on the same data dir, shuts down cleanly and keeps the data", async () => {
-    const first = start(env);
+    const first = start({ ...env, LOG_LEVEL: "info" });
     await until(() => first.output().includes(RUNNING), "the first start");
+    // the banner comes once every service has answered a request (DESIGN §10): each one's request
+    // line is out before it, and every printed address answers now
+    const [beforeBanner, banner] = first.output().split("core is running:\n");
+    const printed = [...banner!.matchAll(/^ {2}\S+ +(http:\/\/\S+)$/gm)].map((match) => new URL(match[1]!).origin);
+    expect(printed).toHaveLength(5);
+    const answers = await Promise.all(printed.map(async (origin) => (await fetch(`${origin}/health`, { signal: AbortSignal.timeout(30_000) })).status));
+    expect(answers).toEqual([200, 200, 200, 200, 200]);
+    const answered = beforeBanner!
+      .split("\n")
+      .filter((line) => line.startsWith("{") && line.includes('"msg":"request"'))
+      .map((line) => JSON.parse(line) as { service: string; path: string });
+    for (const service of ["iam", "billing", "stack-registry", "platform-registry", "vault"]) {
+      expect(answered.some((line) => line.service === service && line.path === "/health"), `${service} answered before the banner`).toBe(true);
+    }
     expect(first.output()).toContain(iamUrl);
-    expect(first.output()).toContain(`${env.CORE_MCP_URL}/mcp`);
+    expect(first.output()).toContain(`${env.CORE_VAULT_URL}/mcp`);
     const health = await fetch(`${iamUrl}/health`);
     expect(health.status).toBe(200);
     // billing runs with the rest, its migrations applied: the price list answers without a credential
@@ -108,7 +122,7 @@ describe("npm start", () => {
     try {
       const vault = start({ ...env, CORE_DATA_DIR: alone }, ["--only", "vault"]);
       await until(() => vault.output().includes(RUNNING), "the vault alone");
-      const response = await fetch(`${env.CORE_MCP_URL}/mcp`, {
+      const response = await fetch(`${env.CORE_VAULT_URL}/mcp`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
@@ -156,12 +170,32 @@ describe("npm start", () => {
     }
   }, 60_000);
 
-  it("names an unknown --only service instead of starting", async () => {
-    const child = spawn(process.execPath, ["scripts/start.mjs", "--only", "nope"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
-    child.stderr!.on("data", (d) => (output += d));
+  it("names an unknown --only service with the usage line instead of starting: exit 2", async () => {
+    const nope = start(env, ["--only", "nope"]);
+    expect(await nope.exited).toBe(2);
+    expect(nope.output()).toContain('core: unknown service "nope"; choose one of iam, billing, stack-registry, platform-registry, vault\nusage: npm start -- [--only <iam|billing|stack-registry|platform-registry|vault>]');
+  });
+
+  it.each([
+    [["--bogus"], "core: Unknown option '--bogus'"],
+    [["--only"], "core: Option '--only <value>' argument missing"],
+    [["iam"], "core: Unexpected argument 'iam'"],
+  ])("refuses %j with the usage line on stderr and exit 2, no stack trace", async (args, problem) => {
+    const child = spawn(process.execPath, ["scripts/start.mjs", ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d) => (stdout += d));
+    child.stderr!.on("data", (d) => (stderr += d));
     const code = await new Promise((resolve) => child.on("exit", resolve));
-    expect(code).toBe(1);
-    expect(output).toContain('unknown service "nope"');
+    expect(code).toBe(2);
+    // a rebuild of the launcher may say so on stdout first; nothing else is printed
+    expect(stdout.replace(/^core: built in \d+ ms\n/, "")).toBe("");
+    expect(stderr).toBe(`${problem}\nusage: npm start -- [--only <iam|billing|stack-registry|platform-registry|vault>] [--replicas <1-32>] [--migrate-only] [--help]\n`);
+  });
+
+  it("prints the usage line on stdout with --help, exit 0", async () => {
+    const help = start(env, ["--help"]);
+    expect(await help.exited).toBe(0);
+    expect(help.output()).toContain("usage: npm start -- [--only");
   });
 });
