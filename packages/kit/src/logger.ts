@@ -28,6 +28,17 @@ const REDACT = SECRET_KEYS.flatMap((key) => {
   return [0, 1, 2, 3].map((depth) => (depth === 0 ? field.replace(/^\./, "") : `*${".*".repeat(depth - 1)}${field}`));
 });
 
+/**
+ * Path segments that are secrets: the password-reset token of `/api/auth/reset-password/<token>`
+ * (the mailed link's first stop) and the invitation id of a mailed `/invitations/<id>` link and of
+ * the invitation API. Magic-link, verification and device codes travel in query strings and
+ * bodies, which are never logged.
+ */
+const SECRET_SEGMENT = /(\/(?:reset-password|invitations)\/)[^/]+/gi;
+
+/** A request path as it may be logged: secret segments replaced by `[redacted]` (request lines, DESIGN §3). */
+export const loggablePath = (path: string): string => path.replace(SECRET_SEGMENT, "$1[redacted]");
+
 /** `destination` defaults to stdout; tests pass a stream to read what would be logged. */
 export function createLogger(service: string, level = process.env.LOG_LEVEL || "info", destination?: DestinationStream): Logger {
   if (!(level in pino.levels.values) && level !== "silent") {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLogger, createServiceApp } from "@core/kit";
+import { createLogger, createServiceApp, loggablePath } from "@core/kit";
 
 /** A pino destination that keeps every line written to it. */
 function captured() {
@@ -89,6 +89,26 @@ describe("request logs", () => {
     for (const value of [SECRETS.token, SECRETS.authorization, SECRETS.cookie, SECRETS.apiKey, "callbackURL"]) {
       expect(text).not.toContain(value);
     }
+  });
+
+  it("log a path's secret segments redacted: a password-reset token, an invitation id", async () => {
+    const out = captured();
+    const app = createServiceApp({ service: "kit-log", title: "t", logger: createLogger("kit-log", "info", out.stream) });
+    app.get("/api/auth/reset-password/:token", (c) => c.json({ ok: true }));
+    expect((await app.request(`/api/auth/reset-password/${SECRETS.token}?callbackURL=%2Freset-password`)).status).toBe(200);
+    // an unmatched path is logged as the client sent it, but for its secret segments
+    expect((await app.request(`/invitations/${SECRETS.token}/accept`)).status).toBe(404);
+    const paths = out.records().filter((r) => r.msg === "request").map((r) => r.path);
+    expect(paths).toEqual(["/api/auth/reset-password/[redacted]", "/invitations/[redacted]/accept"]);
+    expect(out.text()).not.toContain(SECRETS.token);
+  });
+
+  it("leave paths without secrets as they are", () => {
+    for (const path of ["/reset-password", "/api/auth/reset-password", "/invitations", "/api/sessions/ses_1", "/device/decided/dvc_1", "/api/auth/magic-link/verify"]) {
+      expect(loggablePath(path)).toBe(path);
+    }
+    expect(loggablePath("/api/core/organizations/org_1/invitations/inv_2")).toBe("/api/core/organizations/org_1/invitations/[redacted]");
+    expect(loggablePath("/API/AUTH/RESET-PASSWORD/abc/x")).toBe("/API/AUTH/RESET-PASSWORD/[redacted]/x");
   });
 
   it("log an unexpected error with its request id, and the response stays free of it", async () => {

@@ -4,11 +4,12 @@ import { drizzleAdapter } from "better-auth/adapters/drizzle";
 import { createAuthMiddleware, isAPIError } from "better-auth/api";
 import { eq } from "drizzle-orm";
 import { bearer, jwt, magicLink, openAPI, organization } from "better-auth/plugins";
-import { loggableError, type Logger, type Mailer } from "@core/kit";
+import type { Logger, Mailer } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
+import { libraryLogger } from "./library-log.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
@@ -125,12 +126,8 @@ export function createAuth(deps: AuthDeps) {
     secret: config.authSecret,
     trustedOrigins: config.trustedOrigins,
     telemetry: { enabled: false },
-    // the library's own messages go to our structured log, errors stripped of query parameters
-    logger: {
-      level: "warn",
-      log: (level, message, ...args) =>
-        deps.logger[level]({ library: "better-auth", details: args.map((a) => (a instanceof Error ? loggableError(a) : a)) }, message),
-    },
+    // the library's own messages go to our structured log: refused input at info without the client's text
+    logger: libraryLogger(deps.logger),
     // the library's refusals (its APIErrors) are answers, which its router turns into responses; any
     // other failure is thrown on to our handler, so the kit answers it as every service does: the
     // database out of reach is 503 UPSTREAM_UNAVAILABLE, anything else a logged 500 (DESIGN §3).

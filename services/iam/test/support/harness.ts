@@ -7,7 +7,7 @@ import { migrationsFolder as registryMigrations } from "../../../platform-regist
 import { createApp, type IamApp } from "../../src/app.js";
 import type { IamConfig } from "../../src/config.js";
 import { migrationsFolder } from "../../src/index.js";
-import type { Mail, Mailer } from "@core/kit";
+import type { Logger, Mail, Mailer } from "@core/kit";
 
 export const TEST_SECRET = "test-secret-that-is-long-enough-for-better-auth-0123456789";
 export const REGISTRY_SECRET = "registry-secret-for-tests-0123456789";
@@ -80,7 +80,7 @@ export interface Iam {
  */
 export async function createIam(
   database: DatabaseHandle,
-  options: { config?: ConfigOverrides; fetch?: typeof fetch; serviceCredentials?: Map<string, string> } = {},
+  options: { config?: ConfigOverrides; fetch?: typeof fetch; serviceCredentials?: Map<string, string>; logger?: Logger } = {},
 ): Promise<Iam> {
   await applyMigrations(database.db, "iam", migrationsFolder);
   const config = testConfig(options.config);
@@ -88,7 +88,7 @@ export async function createIam(
   const clock = manualClock(new Date());
   const app = createApp({
     db: database.db,
-    logger: silentLogger(),
+    logger: options.logger ?? silentLogger(),
     config,
     serviceCredentials: options.serviceCredentials ?? new Map([["platform-registry", REGISTRY_SECRET]]),
     mailer,
