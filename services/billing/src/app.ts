@@ -1,4 +1,4 @@
-import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
+import { ServiceMetrics, createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
 import type { CredentialResolvers, ServiceTokenSource } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { PlatformDirectory } from "./access.js";
@@ -6,6 +6,7 @@ import { BillingTime } from "./billing-time.js";
 import type { BillingConfig } from "./config.js";
 import type { Engine } from "./engine.js";
 import { IdempotencyKeys } from "./idempotency.js";
+import { BillingMetrics } from "./metrics.js";
 import { AlertMailer } from "./metering/alerts.js";
 import { pruneUsageEvents } from "./metering/retention.js";
 import { LocalProvider } from "./provider/local.js";
@@ -41,6 +42,10 @@ export interface BillingDeps {
   /** fetch for calls to the platform registry (tests point it elsewhere) */
   fetch?: typeof fetch;
   healthChecks?: HealthCheck[];
+  /** what `/health/ready` checks: the database and its migrations, IAM's keys */
+  readinessChecks?: HealthCheck[];
+  /** the service's metrics (the launcher's has the process and pool metrics); billing adds its own */
+  metrics?: ServiceMetrics;
   /** where usage alerts are mailed (tests catch them); default SMTP_URL or the outbox */
   mailer?: Mailer;
   /** how long a charge is waited for (tests shorten it); default the provider's own budget */
@@ -66,6 +71,7 @@ export interface BillingContext {
 export function createApp(deps: BillingDeps) {
   const clock = deps.clock ?? systemClock;
   const time = new BillingTime(deps.db, clock, deps.config.testClock);
+  const metrics = new BillingMetrics(deps.metrics ?? new ServiceMetrics("billing"), deps.db, time, clock, deps.config.usageGraceSeconds);
   const stripe = deps.config.stripe
     ? { client: stripeClient({ ...deps.config.stripe }), webhookSecret: deps.config.stripe.webhookSecret }
     : null;
@@ -82,11 +88,12 @@ export function createApp(deps: BillingDeps) {
     usageGraceSeconds: deps.config.usageGraceSeconds,
     chargeDeadlineMs,
     logger: deps.logger,
+    metrics,
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
   const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
-  const webhooks = new WebhookDispatcher(deps.db, clock, deps.logger, { allowPrivate: deps.config.webhookAllowPrivate });
+  const webhooks = new WebhookDispatcher(deps.db, clock, deps.logger, { allowPrivate: deps.config.webhookAllowPrivate, givenUp: () => metrics.webhookGivenUp() });
   const alerts = new AlertMailer(deps.db, mailer, deps.logger, () => clock.now(), deps.config.billingUrl);
   // side work of each pass, each on its own: one failing does not hold back the others
   const sideWork: [string, () => Promise<unknown>][] = [
@@ -98,7 +105,10 @@ export function createApp(deps: BillingDeps) {
     ["webhook deliveries", () => webhooks.pass()],
   ];
   const worker = new BillingWorker(engine, deps.config.workerIntervalMs, deps.logger, async () => {
-    for (const [name, work] of sideWork) await work().catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
+    for (const [name, work] of sideWork) {
+      // each side work is a job of its own in core_worker_pass_duration_seconds (tier_sync, webhook_deliveries …)
+      await metrics.service.timePass(name.replaceAll(" ", "_"), work).catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
+    }
   });
   const ctx: BillingContext = {
     engine,
@@ -121,6 +131,8 @@ export function createApp(deps: BillingDeps) {
       "Table A answers under /api/billing and without the prefix alike.",
     logger: deps.logger,
     healthChecks: deps.healthChecks ?? [],
+    readinessChecks: deps.readinessChecks ?? [],
+    metrics: metrics.service,
     // spec §2.3: the upgrade route's errors carry no details
     omitsErrorDetails: (path) => path === "/api/billing/upgrade",
     // the portal's pages take form posts (DESIGN §6.1)

@@ -172,6 +172,7 @@ async function chargeAttempt(engine: Engine, invoice: InvoiceRow, at: Date | nul
 export async function collectBegun(engine: Engine, invoice: InvoiceRow, at: Date | null = null, logger?: Logger): Promise<InvoiceRow> {
   if (invoice.status !== "open" || invoice.collectionState === null) return invoice;
   const outcome = await chargeAttempt(engine, invoice, at, logger);
+  engine.metrics.collectionOutcome(outcome);
   return settle(engine, invoice.id, invoice.attemptCount, outcome, at);
 }
 
@@ -202,6 +203,7 @@ export async function checkCollection(engine: Engine, invoiceId: string, logger?
     const found = await engine.provider.findCharge({ ...request, since: claimed.collectionSince ?? wall }).catch((err: unknown): ChargeOutcome => ({ status: "unknown", reason: (err as Error).message }));
     outcome = found.status === "none" ? await chargeAttempt(engine, claimed, null, logger) : found;
   }
+  engine.metrics.collectionOutcome(outcome);
   return settle(engine, invoiceId, claimed.attemptCount, outcome, null);
 }
 

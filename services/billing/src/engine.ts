@@ -1,6 +1,7 @@
 import type { Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { BillingTime } from "./billing-time.js";
+import type { BillingMetrics } from "./metrics.js";
 import type { Catalogue } from "./plans.js";
 import type { PaymentProvider } from "./provider/types.js";
 
@@ -20,4 +21,6 @@ export interface Engine {
    */
   chargeDeadlineMs: number;
   logger: Logger;
+  /** what collection and the worker count (DESIGN §10) */
+  metrics: BillingMetrics;
 }

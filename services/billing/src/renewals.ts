@@ -361,7 +361,8 @@ export class BillingWorker {
   /** One pass, never two at once in this replica; answers how many items it handled. */
   pass(): Promise<number> {
     const next = this.running.then(async () => {
-      const done = await runDue(this.engine, await this.engine.time.now(), this.logger);
+      // the pass of the due items: renewals, trial ends, dunning retries, period closes, payment checks
+      const done = await this.engine.metrics.service.timePass("renewals", async () => runDue(this.engine, await this.engine.time.now(), this.logger));
       await this.alsoEachPass().catch((err: unknown) => this.logger.error({ err: (err as Error).message }, "billing side work failed"));
       return done;
     });

@@ -68,6 +68,7 @@ export function usageEventRoutes(app: ServiceApp, ctx: BillingContext) {
         const { events } = c.req.valid("json");
         const { alerts, ...answer } = await ingestBatch({ engine: ctx.engine, platforms: ctx.platforms, graceSeconds: ctx.config.usageGraceSeconds }, events);
         if (alerts > 0) ctx.alerts.kick();
+        ctx.engine.metrics.usageBatch(answer);
         return c.json(answer, 200);
       },
     );

@@ -143,6 +143,8 @@ export interface DispatcherOptions {
   timeoutMs?: number;
   /** the resolver the connection's lookup asks (tests give one that answers a private address for a public-looking name) */
   resolve?: Resolver;
+  /** told of each delivery given up (core_billing_webhook_deliveries_failed_total) */
+  givenUp?: () => void;
 }
 
 interface Claimed {
@@ -262,7 +264,7 @@ export class WebhookDispatcher {
 
   /** Records the attempt and the delivery's new state, if the lease is still this dispatcher's. */
   private async finish(delivery: Claimed, at: Date, answer: { status: number | null; response: string; durationMs: number }, state: "pending" | "delivered" | "failed", next?: Date) {
-    await this.db.transaction(async (tx) => {
+    const settled = await this.db.transaction(async (tx) => {
       const [held] = await tx
         .update(webhookDeliveries)
         .set({
@@ -276,6 +278,8 @@ export class WebhookDispatcher {
       // a dispatcher that stalled past its lease records what it sent, and leaves the state to the newer claim
       if (!held) this.logger.warn({ deliveryId: delivery.id, attempt: delivery.attempts }, "webhook attempt finished after its lease");
       await tx.insert(webhookAttempts).values({ deliveryId: delivery.id, attempt: delivery.attempts, at, status: answer.status, response: answer.response, durationMs: answer.durationMs }).onConflictDoNothing();
+      return held !== undefined;
     });
+    if (settled && state === "failed") this.options.givenUp?.();
   }
 }

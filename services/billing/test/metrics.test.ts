@@ -1,0 +1,141 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testDatabases } from "@core/storage";
+import { parsePrometheus, valueOf } from "../../../packages/kit/test/support/prometheus.js";
+import { startBilling, unique, type Billing, type Headers } from "./support/billing.js";
+
+/** A webhook receiver on 127.0.0.1 that answers 200 to everything. */
+async function receiver(): Promise<{ url: string; close: () => Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200).end("ok"));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * Billing's metrics (DESIGN §10, docs/vault/cross-cutting/observability.md): named as documented, and
+ * moving with what billing does — a webhook delivery written and delivered, a payment's outcome, a
+ * payment in flight, usage events by result, a worker's pass.
+ */
+describe.each(testDatabases())("billing's metrics ($name)", (database) => {
+  let b: Billing;
+  let op: Headers;
+  beforeAll(async () => {
+    b = await startBilling(database);
+    op = b.as.operator();
+  });
+  afterAll(() => b?.close());
+
+  const scrape = async () => {
+    const res = await b.app.request("/metrics");
+    expect(res.status).toBe(200);
+    return parsePrometheus(await res.text());
+  };
+  const counted = async (name: string, labels: Record<string, string> = {}) => valueOf((await scrape()).samples, name, labels) ?? 0;
+
+  it("describes every metric of DESIGN §10 and reads each worker job's backlog from the database", async () => {
+    const { samples, described } = await scrape();
+    for (const name of [
+      "core_billing_collection_outcomes_total",
+      "core_billing_collections_pending",
+      "core_billing_collection_oldest_pending_age_seconds",
+      "core_billing_webhook_deliveries_pending",
+      "core_billing_webhook_deliveries_failed_total",
+      "core_billing_webhook_oldest_pending_age_seconds",
+      "core_billing_mail_outbox_pending",
+      "core_billing_usage_events_total",
+      "core_worker_due_items",
+      "core_worker_oldest_due_age_seconds",
+      "core_metrics_source_up",
+      "http_requests_total",
+    ]) {
+      expect(described, name).toContain(name);
+    }
+    for (const job of ["renewals", "payment_checks", "dunning_retries", "period_closes", "webhook_deliveries", "usage_alert_mail", "usage_retention", "idempotency_pruning"]) {
+      expect(valueOf(samples, "core_worker_due_items", { job }), job).toBe(0);
+      expect(valueOf(samples, "core_worker_oldest_due_age_seconds", { job }), job).toBe(0);
+    }
+    expect(valueOf(samples, "core_metrics_source_up", { source: "billing_worker" })).toBe(1);
+    expect(valueOf(samples, "core_metrics_source_up", { source: "billing_outbox" })).toBe(1);
+  });
+
+  it("shows a webhook delivery pending, due and ageing until the dispatcher delivers it", async () => {
+    const hooks = await receiver();
+    try {
+      const created = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: hooks.url, events: ["invoice.paid"] } });
+      expect(created.status).toBe(201);
+      expect(await counted("core_billing_webhook_deliveries_pending")).toBe(0);
+      await b.upgraded();
+      const written = await scrape();
+      expect(valueOf(written.samples, "core_billing_webhook_deliveries_pending")).toBe(1);
+      expect(valueOf(written.samples, "core_worker_due_items", { job: "webhook_deliveries" })).toBe(1);
+      b.clock.advance(90_000);
+      const later = await scrape();
+      expect(valueOf(later.samples, "core_billing_webhook_oldest_pending_age_seconds")).toBeGreaterThanOrEqual(90);
+      expect(valueOf(later.samples, "core_worker_oldest_due_age_seconds", { job: "webhook_deliveries" })).toBeGreaterThanOrEqual(90);
+      await b.ctx.webhooks.pass();
+      const delivered = await scrape();
+      expect(valueOf(delivered.samples, "core_billing_webhook_deliveries_pending")).toBe(0);
+      expect(valueOf(delivered.samples, "core_billing_webhook_oldest_pending_age_seconds")).toBe(0);
+      expect(valueOf(delivered.samples, "core_worker_due_items", { job: "webhook_deliveries" })).toBe(0);
+      await b.call("DELETE", `/operator/webhook-endpoints/${created.body.id}`, { headers: op });
+    } finally {
+      await hooks.close();
+    }
+  });
+
+  it("counts each payment's outcome by result: succeeded, declined, and unknown while it is in flight", async () => {
+    const before = { succeeded: await counted("core_billing_collection_outcomes_total", { result: "succeeded" }), declined: await counted("core_billing_collection_outcomes_total", { result: "declined" }), unknown: await counted("core_billing_collection_outcomes_total", { result: "unknown" }) };
+    await b.upgraded("plan_starter", "pm_card_visa");
+    expect(await counted("core_billing_collection_outcomes_total", { result: "succeeded" })).toBe(before.succeeded + 1);
+
+    const refused = await b.newPlatform();
+    const declined = await b.call("POST", "/api/billing/upgrade", { headers: b.as.owner(refused), body: { planId: "plan_starter", paymentMethodId: "pm_card_chargeCustomerFail", billingEmail: "billing@example.com", idempotencyKey: crypto.randomUUID() } });
+    expect(declined.status).toBe(402);
+    expect(await counted("core_billing_collection_outcomes_total", { result: "declined" })).toBe(before.declined + 1);
+
+    // the provider charges and its answer is lost: the payment is in flight until billing asks again
+    const lost = await b.newPlatform();
+    const pending = await b.call("POST", "/api/billing/upgrade", { headers: b.as.owner(lost), body: { planId: "plan_starter", paymentMethodId: "pm_card_core_answerLost", billingEmail: "billing@example.com", idempotencyKey: crypto.randomUUID() } });
+    expect(pending.status).toBe(503);
+    const inFlight = await scrape();
+    expect(valueOf(inFlight.samples, "core_billing_collection_outcomes_total", { result: "unknown" })).toBe(before.unknown + 1);
+    expect(valueOf(inFlight.samples, "core_billing_collections_pending")).toBe(1);
+    // its check falls due after the charge's deadline and grace; the worker's check learns it succeeded
+    b.clock.advance(10 * 60_000);
+    const due = await scrape();
+    expect(valueOf(due.samples, "core_worker_due_items", { job: "payment_checks" })).toBe(1);
+    expect(valueOf(due.samples, "core_billing_collection_oldest_pending_age_seconds")).toBeGreaterThanOrEqual(600);
+    await b.ctx.worker.pass();
+    const settled = await scrape();
+    expect(valueOf(settled.samples, "core_billing_collections_pending")).toBe(0);
+    expect(valueOf(settled.samples, "core_worker_due_items", { job: "payment_checks" })).toBe(0);
+    expect(valueOf(settled.samples, "core_billing_collection_outcomes_total", { result: "succeeded" })).toBe(before.succeeded + 2);
+    // the pass was timed, each of its jobs on its own
+    expect(valueOf(settled.samples, "core_worker_pass_duration_seconds_count", { job: "renewals" })).toBeGreaterThanOrEqual(1);
+    expect(valueOf(settled.samples, "core_worker_pass_duration_seconds_count", { job: "webhook_deliveries" })).toBeGreaterThanOrEqual(1);
+  });
+
+  it("counts usage events accepted, duplicate and rejected", async () => {
+    const platformId = await b.newPlatform();
+    const result = (r: string) => counted("core_billing_usage_events_total", { result: r });
+    const before = { accepted: await result("accepted"), duplicate: await result("duplicate"), rejected: await result("rejected") };
+    const at = Math.floor(b.clock.now().getTime() / 1000) - 60;
+    const event = { id: unique("evt"), platformId, meter: "api_requests", quantity: 1, timestamp: at };
+    const first = await b.call("POST", "/usage/events", { headers: op, body: { events: [event, { ...event, id: unique("evt"), meter: "no_such_meter" }] } });
+    expect(first.body).toMatchObject({ accepted: 1, duplicates: 0, rejected: 1 });
+    const again = await b.call("POST", "/usage/events", { headers: op, body: { events: [event] } });
+    expect(again.body).toMatchObject({ accepted: 0, duplicates: 1, rejected: 0 });
+    expect({ accepted: await result("accepted"), duplicate: await result("duplicate"), rejected: await result("rejected") }).toEqual({
+      accepted: before.accepted + 1,
+      duplicate: before.duplicate + 1,
+      rejected: before.rejected + 1,
+    });
+  });
+});
