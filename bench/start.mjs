@@ -81,8 +81,7 @@ async function launcher({ dataDir, url }) {
   const env = { LOG_LEVEL: "warn", NODE_ENV: "production", CORE_DATA_DIR: dataDir ?? "", DATABASE_URL: url ?? "" };
   for (const [i, name] of SERVICES.entries()) {
     env[`CORE_${name}_PORT`] = String(ports[i]);
-    const urlVar = { IAM: "CORE_IAM_URL", BILLING: "CORE_BILLING_URL", STACK_REGISTRY: "CORE_STACK_REGISTRY_URL", PLATFORM_REGISTRY: "CORE_REGISTRY_URL", VAULT: "CORE_MCP_URL" }[name];
-    env[urlVar] = `http://127.0.0.1:${ports[i]}`;
+    env[`CORE_${name}_URL`] = `http://127.0.0.1:${ports[i]}`;
   }
   if (!url) delete env.DATABASE_URL;
   return timeToHealthy(["scripts/start.mjs"], env, ports);

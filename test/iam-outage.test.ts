@@ -32,7 +32,7 @@ describe.skipIf(!url)("IAM unreachable from the registries", { timeout: 120_000 
       DATABASE_URL: database.url,
       CORE_DATA_DIR: dataDir,
       CORE_IAM_URL: at("iam", 0),
-      CORE_REGISTRY_URL: at("platform-registry", 0),
+      CORE_PLATFORM_REGISTRY_URL: at("platform-registry", 0),
       CORE_SERVICE_CREDENTIALS: "platform-registry:registry-secret-0123456789abcdef,stack-registry:stacks-secret-0123456789abcdef",
       CORE_RATE_LIMIT: "off",
       LOG_LEVEL: "warn",

@@ -97,9 +97,9 @@ async function startOnFreePorts(dataDir: string, url: string | undefined, dropDa
     CORE_STACK_REGISTRY_PORT: String(ports["stack-registry"]),
     CORE_STACK_REGISTRY_URL: urls["stack-registry"],
     CORE_PLATFORM_REGISTRY_PORT: String(ports["platform-registry"]),
-    CORE_REGISTRY_URL: urls["platform-registry"],
+    CORE_PLATFORM_REGISTRY_URL: urls["platform-registry"],
     CORE_VAULT_PORT: String(ports.vault),
-    CORE_MCP_URL: urls.vault,
+    CORE_VAULT_URL: urls.vault,
     // limits have their own tests; here they would only hide the inputs behind 429s
     CORE_RATE_LIMIT: "off",
     CORE_SERVICE_CREDENTIALS: `${FUZZER_SERVICE.id}:${FUZZER_SERVICE.secret}`,
