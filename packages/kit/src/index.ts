@@ -14,3 +14,4 @@ export * from "./input-screen.js";
 export * from "./media-type.js";
 export * from "./mailer.js";
 export * from "./tracing.js";
+export * from "./upstream.js";
