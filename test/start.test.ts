@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -151,6 +152,34 @@ describe("npm start", () => {
       rmSync(alone, { recursive: true, force: true });
     }
   });
+
+  it("explains a host that is not this machine's, a port in use and a data directory it cannot make in one line, exit 1, no stack trace", async () => {
+    const alone = mkdtempSync(join(tmpdir(), "core-bad-start-"));
+    const blocker = createServer();
+    try {
+      // 192.0.2.1 (TEST-NET-1, RFC 5737) is nobody's address
+      const foreign = start({ ...env, CORE_DATA_DIR: alone, CORE_HOST: "192.0.2.1" }, ["--only", "vault"]);
+      expect(await foreign.exited).toBe(1);
+      expect(foreign.output()).toMatch(/^core: listen EADDRNOTAVAIL: address not available 192\.0\.2\.1:\d+\. Check CORE_HOST: it must be an address of this machine\.$/m);
+      expect(foreign.output()).not.toMatch(/\n\s+at /);
+
+      await new Promise<void>((resolve) => blocker.listen(Number(env.CORE_VAULT_PORT), "127.0.0.1", resolve));
+      const taken = start({ ...env, CORE_DATA_DIR: alone }, ["--only", "vault"]);
+      expect(await taken.exited).toBe(1);
+      expect(taken.output()).toContain(`core: listen EADDRINUSE: address already in use 127.0.0.1:${env.CORE_VAULT_PORT}. Another process uses that port; set CORE_<NAME>_PORT or CORE_BASE_PORT to move it.`);
+      expect(taken.output()).not.toMatch(/\n\s+at /);
+
+      // a data directory under a file cannot be made
+      writeFileSync(join(alone, "a-file"), "");
+      const unmade = start({ ...env, CORE_DATA_DIR: join(alone, "a-file", "data") }, ["--only", "iam"]);
+      expect(await unmade.exited).toBe(1);
+      expect(unmade.output()).toMatch(/^core: ENOTDIR: not a directory, mkdir '.*a-file\/data'\. Check CORE_DATA_DIR and the paths the configuration names\.$/m);
+      expect(unmade.output()).not.toMatch(/\n\s+at /);
+    } finally {
+      blocker.close();
+      rmSync(alone, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it("applies migrations and exits with --migrate-only, writing no service secrets", async () => {
     const fresh = mkdtempSync(join(tmpdir(), "core-migrate-"));
