@@ -84,7 +84,8 @@ describe("a request's trace", () => {
   });
 
   it("starts a new trace when there is no traceparent, and when it is invalid, never refusing the request", async () => {
-    for (const headers of [{}, { traceparent: `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01` }, { traceparent: `00-${"0".repeat(32)}-${PARENT_ID}-01` }, { traceparent: "garbage" }]) {
+    const cases: Record<string, string>[] = [{}, { traceparent: `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01` }, { traceparent: `00-${"0".repeat(32)}-${PARENT_ID}-01` }, { traceparent: "garbage" }];
+    for (const headers of cases) {
       const response = await app.request("/hello", { headers });
       expect(response.status).toBe(200);
       const line = requestLine("/hello");
