@@ -1,14 +1,16 @@
 import type { Context } from "hono";
-import { clientIpOf, requestIdOf, unauthenticated } from "@core/kit";
+import { clientIpOf, requestIdOf, traceOf, unauthenticated, type TraceSource } from "@core/kit";
 import type { Caller, Principal } from "./principal.js";
 
 /**
- * The request a credential came with: the client's address (IAM limits wrong API keys per address)
- * and the request id (IAM logs its side of the check under the same id).
+ * The request a credential came with: the client's address (IAM limits wrong API keys per address),
+ * the request id (IAM logs its side of the check under the same id) and its trace (the check is a
+ * call in it, DESIGN §10).
  */
 export interface PresentedBy {
   ip: string;
   requestId?: string;
+  trace?: TraceSource;
 }
 
 /** How a service turns each kind of credential into a caller (DESIGN §4). */
@@ -106,7 +108,7 @@ export function settledCallerOf(c: Context): Caller | null | undefined {
   return c.get(SETTLED as never) as Caller | null | undefined;
 }
 
-const presentedBy = (c: Context): PresentedBy => ({ ip: clientIpOf(c), requestId: requestIdOf(c) });
+const presentedBy = (c: Context): PresentedBy => ({ ip: clientIpOf(c), requestId: requestIdOf(c), trace: traceOf(c) });
 
 async function resolveCaller(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
   const apiKey = c.req.header("x-api-key");

@@ -1,7 +1,7 @@
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey, type RemoteJWKSet } from "jose";
-import { ApiError, rateLimited, systemClock, upstreamUnavailable, type Clock } from "@core/kit";
+import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTVerifyGetKey, type RemoteJWKSet } from "jose";
+import { ApiError, fetchTraced, rateLimited, serviceUnavailable, serviceUnreachable, systemClock, tracingFor, type Clock } from "@core/kit";
 import { PrincipalSchema, type Principal } from "./principal.js";
-import type { CredentialResolvers } from "./credentials.js";
+import type { CredentialResolvers, PresentedBy } from "./credentials.js";
 import { TtlCache } from "./ttl-cache.js";
 import { readAgainOnReset } from "./read-again.js";
 import type { ServiceTokenSource } from "./service-token-client.js";
@@ -32,9 +32,20 @@ export interface RemoteResolverOptions {
   clock?: Clock;
 }
 
-/** IAM's key set (JWKS), fetched when first needed and again when a token names a key it lacks. */
-export function iamKeySet(iamUrl: string): RemoteJWKSet {
-  return createRemoteJWKSet(new URL(`${iamUrl.replace(/\/+$/, "")}/api/auth/jwks`), { cooldownDuration: 5_000 });
+/**
+ * IAM's key set (JWKS), fetched when first needed and again when a token names a key it lacks, by
+ * `serviceId` (whose trace the fetch starts: it serves no one request). IAM answering a 5xx is IAM
+ * unavailable (503 with its Retry-After), not a wrong token.
+ */
+export function iamKeySet(iamUrl: string, serviceId = "", doFetch: typeof fetch = fetch): RemoteJWKSet {
+  return createRemoteJWKSet(new URL(`${iamUrl.replace(/\/+$/, "")}/api/auth/jwks`), {
+    cooldownDuration: 5_000,
+    [customFetch]: async (url: string, init: RequestInit) => {
+      const response = await fetchTraced(tracingFor(serviceId), doFetch, url, init);
+      if (response.status >= 500) throw serviceUnavailable("IAM's key set", response);
+      return response;
+    },
+  });
 }
 
 /** A readiness check (DESIGN §10): resolves once IAM's keys are known, fetching them when they are not yet. */
@@ -49,35 +60,40 @@ export async function keysKnown(keys: RemoteJWKSet): Promise<void> {
 export function remoteResolvers(options: RemoteResolverOptions): CredentialResolvers {
   const doFetch = options.fetch ?? fetch;
   const iamUrl = options.iamUrl.replace(/\/+$/, "");
-  const keys = options.keys ?? iamKeySet(iamUrl);
+  const keys = options.keys ?? iamKeySet(iamUrl, options.serviceId, doFetch);
   const clock = options.clock ?? systemClock;
   const now = () => clock.now().getTime();
   const sessions = new TtlCache<Principal | null>(10_000, now);
   const apiKeys = new TtlCache<Principal | null>(10_000, now);
 
-  async function askIam(path: string, body: object, requestId?: string): Promise<Principal | null> {
+  async function askIam(path: string, body: object, by: PresentedBy | undefined): Promise<Principal | null> {
+    // the request's trace, or (asked outside any request) a trace of its own
+    const from = by?.trace ?? tracingFor(options.serviceId);
     let response: Response;
     try {
       // the check is a read: a connection IAM closed as it was reused is asked again
       response = await readAgainOnReset(async () =>
-        doFetch(`${iamUrl}${path}`, {
+        fetchTraced(from, doFetch, `${iamUrl}${path}`, {
           method: "POST",
           headers: {
             "content-type": "application/json",
-            authorization: `Bearer ${await options.tokens.tokenFor("iam")}`,
+            authorization: `Bearer ${await options.tokens.tokenFor("iam", from)}`,
             // IAM logs the check under the request it serves
-            ...(requestId ? { "x-request-id": requestId } : {}),
+            ...(by?.requestId ? { "x-request-id": by.requestId } : {}),
           },
           body: JSON.stringify(body),
           signal: AbortSignal.timeout(5_000),
         }),
       );
-    } catch {
-      throw upstreamUnavailable("IAM is unreachable");
+    } catch (err) {
+      // no service token to ask with: IAM's answer to that is the failure
+      if (err instanceof ApiError) throw err;
+      throw serviceUnreachable("IAM");
     }
     // IAM limits wrong API keys per calling service and client address: the client is over its limit
     if (response.status === 429) throw rateLimited(Number(response.headers.get("retry-after")) || 60);
-    if (response.status !== 200) throw upstreamUnavailable(`IAM answered ${response.status}`);
+    // IAM answered, so it is not unreachable: it cannot serve now (5xx), or refused this service (401, 403)
+    if (response.status !== 200) throw serviceUnavailable("IAM", response, now());
     try {
       const answer = (await response.json()) as { valid?: unknown; principal?: unknown };
       if (answer.valid === false) return null;
@@ -113,9 +129,9 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
   }
 
   return {
-    session: (token, by) => cached(sessions, "session", token, () => askIam("/api/validate-session", { token }, by?.requestId)),
+    session: (token, by) => cached(sessions, "session", token, () => askIam("/api/validate-session", { token }, by)),
     // a wrong key counts against its client's address, so only one client's requests share a question
-    apiKey: (key, by) => cached(apiKeys, `apiKey:${by?.ip ?? ""}`, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by?.requestId)),
+    apiKey: (key, by) => cached(apiKeys, `apiKey:${by?.ip ?? ""}`, key, () => askIam("/api/core/apikey/validate", { key, ...(by ? { clientIp: by.ip } : {}) }, by)),
     serviceToken: (jwt) => verifyServiceToken(jwt, keys, iamUrl, options.serviceId, clock.now()),
     known: {
       session: (token) => sessions.get(token) ?? undefined,
@@ -147,8 +163,10 @@ export async function verifyServiceToken(
     if (payload.typ !== "service") return null;
     return { serviceId: payload.sub! };
   } catch (err) {
+    // IAM answered that it cannot serve its key set now (iamKeySet)
+    if (err instanceof ApiError) throw err;
     if (err instanceof joseErrors.JWKSTimeout || (err instanceof TypeError && !(err instanceof joseErrors.JOSEError))) {
-      throw upstreamUnavailable("IAM's key set is unreachable");
+      throw serviceUnreachable("IAM's key set");
     }
     return null;
   }

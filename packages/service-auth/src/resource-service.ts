@@ -19,7 +19,7 @@ export function iamBackedDeps(
     throw new ConfigError(`No service credential for ${serviceId}: set CORE_SERVICE_CREDENTIALS to include ${serviceId}:<secret> (the same list IAM has)`);
   }
   const tokens = new ServiceTokenClient(iamUrl, { serviceId, secret });
-  const keys = iamKeySet(iamUrl);
+  const keys = iamKeySet(iamUrl, serviceId);
   return {
     tokens,
     credentials: remoteResolvers({ iamUrl, serviceId, tokens, keys }),

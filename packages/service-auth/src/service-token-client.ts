@@ -1,8 +1,9 @@
-import { upstreamUnavailable } from "@core/kit";
+import { fetchTraced, serviceUnavailable, serviceUnreachable, tracingFor, upstreamUnavailable, UPSTREAM_RETRY_AFTER_SECONDS, type TraceSource } from "@core/kit";
 
 /** Something that hands out service tokens for a target service (DESIGN §4). */
 export interface ServiceTokenSource {
-  tokenFor(targetService: string): Promise<string>;
+  /** `from`: the trace of the request that needs it (a token fetched from IAM is a call in it) */
+  tokenFor(targetService: string, from?: TraceSource): Promise<string>;
 }
 
 export interface ServiceCredential {
@@ -24,30 +25,31 @@ export class ServiceTokenClient implements ServiceTokenSource {
     private readonly doFetch: typeof fetch = fetch,
   ) {}
 
-  async tokenFor(targetService: string): Promise<string> {
+  async tokenFor(targetService: string, from?: TraceSource): Promise<string> {
     const held = this.tokens.get(targetService);
     if (held && held.until > Date.now()) return held.token;
     const pending = this.inFlight.get(targetService);
     if (pending) return pending;
-    const request = this.request(targetService).finally(() => this.inFlight.delete(targetService));
+    const request = this.request(targetService, from ?? tracingFor(this.credential.serviceId)).finally(() => this.inFlight.delete(targetService));
     this.inFlight.set(targetService, request);
     return request;
   }
 
-  private async request(targetService: string): Promise<string> {
+  private async request(targetService: string, from: TraceSource): Promise<string> {
     const basic = Buffer.from(`${this.credential.serviceId}:${this.credential.secret}`).toString("base64");
     let response: Response;
     try {
-      response = await this.doFetch(`${this.iamUrl.replace(/\/+$/, "")}/api/core/service-token`, {
+      response = await fetchTraced(from, this.doFetch, `${this.iamUrl.replace(/\/+$/, "")}/api/core/service-token`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Basic ${basic}` },
         body: JSON.stringify({ serviceId: this.credential.serviceId, targetService }),
         signal: AbortSignal.timeout(5_000),
       });
     } catch {
-      throw upstreamUnavailable("IAM is unreachable");
+      throw serviceUnreachable("IAM");
     }
-    if (response.status !== 200) throw upstreamUnavailable(`IAM refused a service token (${response.status})`);
+    if (response.status >= 500) throw serviceUnavailable("IAM", response);
+    if (response.status !== 200) throw upstreamUnavailable(`IAM refused a service token (${response.status})`, UPSTREAM_RETRY_AFTER_SECONDS);
     const body = (await response.json()) as { token: string; expiresIn: number };
     // renew 30 s early so a token never expires in flight
     this.tokens.set(targetService, { token: body.token, until: Date.now() + Math.max(0, body.expiresIn - 30) * 1000 });

@@ -1,6 +1,6 @@
 import { decodeJwt, SignJWT } from "jose";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { ApiError, manualClock } from "@core/kit";
+import { ApiError, idsOnlyTracing, manualClock, parseTraceparent } from "@core/kit";
 import { POSITIVE_TTL_MS, remoteResolvers, ServiceTokenClient, type CredentialResolvers } from "@core/service-auth";
 import { deadUrl, principal, startFakeIam, type FakeIam } from "./support/fake-iam.js";
 
@@ -133,10 +133,25 @@ describe("service tokens", () => {
     }
   });
 
-  it("answers 503 UPSTREAM_UNAVAILABLE when IAM's key set cannot be fetched", async () => {
+  it("answers 503 UPSTREAM_UNAVAILABLE when IAM's key set cannot be fetched, asking the client to come back in 5 s", async () => {
     const { resolvers: cut } = resolversAt(await deadUrl());
     const err = await failureOf(cut.serviceToken(await iam.mintServiceToken()));
-    expect(err).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
+    expect(err).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM's key set is unreachable", headers: { "retry-after": "5" } });
+  });
+
+  it("answers 503 with IAM's Retry-After when IAM answers its key set with a 5xx: IAM is unavailable, the token is not wrong", async () => {
+    const { resolvers: fresh } = resolversAt();
+    const token = await iam.mintServiceToken();
+    iam.failWith = 503;
+    iam.failRetryAfter = "12";
+    try {
+      const err = await failureOf(fresh.serviceToken(token));
+      expect(err).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM's key set is unavailable (it answered 503); try again shortly", headers: { "retry-after": "12" } });
+    } finally {
+      iam.failWith = undefined;
+      iam.failRetryAfter = undefined;
+    }
+    expect(await fresh.serviceToken(token)).toEqual({ serviceId: "billing" });
   });
 });
 
@@ -318,10 +333,11 @@ describe("session tokens and API keys", () => {
     expect(calls.filter((c) => c.endsWith("/api/validate-session"))).toHaveLength(1);
   });
 
-  it("answers 503 UPSTREAM_UNAVAILABLE when IAM is unreachable", async () => {
+  it("answers 503 UPSTREAM_UNAVAILABLE when IAM is unreachable, saying so and asking the client to come back in 5 s", async () => {
     const { resolvers } = resolversAt(await deadUrl());
-    expect(await failureOf(resolvers.session("any"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
-    expect(await failureOf(resolvers.apiKey("any"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE" });
+    const unreachable = { status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM is unreachable", headers: { "retry-after": "5" } };
+    expect(await failureOf(resolvers.session("any"))).toMatchObject(unreachable);
+    expect(await failureOf(resolvers.apiKey("any"))).toMatchObject(unreachable);
   });
 
   it("answers 503 when IAM fails, and caches no failure: the next call after recovery succeeds", async () => {
@@ -331,11 +347,51 @@ describe("session tokens and API keys", () => {
     await resolvers.session(fresh("warm-up")); // holds a service token now
     iam.failWith = 500;
     try {
-      expect(await failureOf(resolvers.session(token))).toMatchObject({ status: 503, message: "IAM answered 500" });
+      expect(await failureOf(resolvers.session(token))).toMatchObject({ status: 503, message: "IAM is unavailable (it answered 500); try again shortly", headers: { "retry-after": "5" } });
     } finally {
       iam.failWith = undefined;
     }
     expect(await resolvers.session(token)).not.toBeNull();
+  });
+
+  it("answers IAM's own 503 as IAM unavailable, not unreachable, with IAM's Retry-After (5 s when it sent none)", async () => {
+    const { resolvers } = resolversAt();
+    await resolvers.session(fresh("warm-up")); // holds a service token now
+    iam.failWith = 503;
+    try {
+      iam.failRetryAfter = "17";
+      for (const check of [resolvers.session(fresh("session")), resolvers.apiKey(fresh("key"), { ip: "203.0.113.5" })]) {
+        const failure = await failureOf(check);
+        expect(failure).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM is unavailable (it answered 503); try again shortly", headers: { "retry-after": "17" } });
+        expect(failure.message).not.toContain("unreachable");
+      }
+      iam.failRetryAfter = undefined;
+      expect(await failureOf(resolvers.session(fresh("session")))).toMatchObject({ status: 503, headers: { "retry-after": "5" } });
+    } finally {
+      iam.failWith = undefined;
+      iam.failRetryAfter = undefined;
+    }
+  });
+
+  it("asks IAM in the request's trace: the check and the service token it needs carry its trace id, each with a span id of its own", async () => {
+    const { resolvers } = resolversAt();
+    const token = fresh("session");
+    iam.sessions.set(token, principal());
+    const request = idsOnlyTracing.serve("GET", "/platforms", undefined, undefined);
+    const before = iam.received.length;
+    await resolvers.session(token, { ip: "203.0.113.9", requestId: "req-traced", trace: request });
+    const calls = iam.received.slice(before);
+    expect(calls.map((c) => c.route)).toEqual(["POST /api/core/service-token", "POST /api/validate-session"]);
+    const parents = calls.map((c) => parseTraceparent(c.traceparent));
+    for (const parent of parents) expect(parent).toMatchObject({ traceId: request.traceId, sampled: true });
+    expect(new Set([request.spanId, ...parents.map((p) => p!.parentId)]).size).toBe(3);
+  });
+
+  it("asked outside any request, a check starts a trace of its own", async () => {
+    const { resolvers } = resolversAt();
+    const before = iam.received.length;
+    await resolvers.session(fresh("session"));
+    for (const call of iam.received.slice(before)) expect(parseTraceparent(call.traceparent)).not.toBeNull();
   });
 
   it("answers 502 when IAM's answer breaks the contract, never a 500", async () => {
@@ -408,11 +464,22 @@ describe("ServiceTokenClient", () => {
 
   it("answers 503 when IAM refuses its credential", async () => {
     const wrong = new ServiceTokenClient(iam.url, { serviceId: SERVICE, secret: "not-the-secret" });
-    expect(await failureOf(wrong.tokenFor("iam"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM refused a service token (401)" });
+    expect(await failureOf(wrong.tokenFor("iam"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM refused a service token (401)", headers: { "retry-after": "5" } });
   });
 
-  it("answers 503 when IAM is unreachable", async () => {
+  it("answers 503 when IAM is unreachable, with Retry-After", async () => {
     const cut = new ServiceTokenClient(await deadUrl(), { serviceId: SERVICE, secret: SECRET });
-    expect(await failureOf(cut.tokenFor("iam"))).toMatchObject({ status: 503, message: "IAM is unreachable" });
+    expect(await failureOf(cut.tokenFor("iam"))).toMatchObject({ status: 503, message: "IAM is unreachable", headers: { "retry-after": "5" } });
+  });
+
+  it("answers 503 naming IAM unavailable, with IAM's Retry-After, when IAM answers 503", async () => {
+    iam.failWith = 503;
+    iam.failRetryAfter = "9";
+    try {
+      expect(await failureOf(client.tokenFor("iam"))).toMatchObject({ status: 503, code: "UPSTREAM_UNAVAILABLE", message: "IAM is unavailable (it answered 503); try again shortly", headers: { "retry-after": "9" } });
+    } finally {
+      iam.failWith = undefined;
+      iam.failRetryAfter = undefined;
+    }
   });
 });

@@ -21,11 +21,13 @@ export interface FakeIam {
   /** requests per route, e.g. `calls["POST /api/validate-session"]` */
   calls: Record<string, number>;
   /** the request bodies and Authorization headers IAM received, in order */
-  received: { route: string; authorization: string | undefined; requestId: string | undefined; body: unknown }[];
+  received: { route: string; authorization: string | undefined; requestId: string | undefined; traceparent: string | undefined; body: unknown }[];
   /** lifetime of the service tokens it issues, in seconds (default 300) */
   tokenLifetime: number;
   /** when set, every route answers with this status and an error body */
   failWith: number | undefined;
+  /** the Retry-After such a failure carries, if any (a 429 carries 17 unless told) */
+  failRetryAfter: string | undefined;
   /** when set, the validate routes answer 200 with this body instead of the contract's */
   validateAnswer: unknown;
   /** signs a service token as IAM would, with any claim or header overridden (null removes it) */
@@ -94,6 +96,7 @@ export async function startFakeIam(): Promise<FakeIam> {
     received: [] as FakeIam["received"],
     tokenLifetime: 300,
     failWith: undefined as number | undefined,
+    failRetryAfter: undefined as string | undefined,
     validateAnswer: undefined as unknown,
   };
 
@@ -132,10 +135,11 @@ export async function startFakeIam(): Promise<FakeIam> {
     const name = `${req.method} ${path}`;
     state.calls[name] = (state.calls[name] ?? 0) + 1;
     const requestId = req.headers["x-request-id"];
-    state.received.push({ route: name, authorization: req.headers.authorization, requestId: typeof requestId === "string" ? requestId : undefined, body });
+    state.received.push({ route: name, authorization: req.headers.authorization, requestId: typeof requestId === "string" ? requestId : undefined, traceparent: typeof req.headers.traceparent === "string" ? req.headers.traceparent : undefined, body });
     const send = (status: number, answer: unknown) => {
-      // IAM's rate limits say when to come back
-      res.writeHead(status, { "content-type": "application/json", ...(status === 429 ? { "retry-after": "17" } : {}) });
+      // IAM's rate limits say when to come back, and so may an outage
+      const retryAfter = state.failWith ? (state.failRetryAfter ?? (status === 429 ? "17" : undefined)) : undefined;
+      res.writeHead(status, { "content-type": "application/json", ...(retryAfter ? { "retry-after": retryAfter } : {}) });
       res.end(JSON.stringify(answer));
     };
     if (state.failWith) return send(state.failWith, { error: { code: "INTERNAL", message: "IAM is failing", requestId: "fake", details: null } });
