@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "@core/kit";
-import { replicaEnv, restartDelayMs, superviseReplicas } from "../src/replicas.js";
+import { replicaEnv, restartDelayMs, superviseReplicas, type ReplicaPlan } from "../src/replicas.js";
 
 const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "core-replicas-unit-"));
@@ -25,6 +25,26 @@ ${behaviour}
   );
   return path;
 }
+
+/**
+ * Supervises stand-in replicas of IAM through `check`, with what the supervisor says, then stops
+ * them all and answers the supervisor's exit code.
+ */
+async function supervising(plan: Omit<ReplicaPlan, "services" | "args" | "say">, check: (lines: string[]) => Promise<void>): Promise<number> {
+  const lines: string[] = [];
+  const running = await superviseReplicas({ services: ["iam"], args: [], say: (line) => lines.push(line), ...plan });
+  try {
+    await check(lines);
+  } finally {
+    await running.stop();
+  }
+  return running.stopped;
+}
+
+/** Script lines that count this replica's lives in `file`: `life` is 1 in its first. */
+const countLives = (file: string) => `import { appendFileSync, readFileSync } from "node:fs";
+appendFileSync(${JSON.stringify(file)}, process.env.CORE_REPLICA + "\\n");
+const life = readFileSync(${JSON.stringify(file)}, "utf8").split("\\n").filter((l) => l === process.env.CORE_REPLICA).length;`;
 
 async function until(check: () => boolean, what: string, ms = 20_000) {
   const deadline = Date.now() + ms;
@@ -95,76 +115,49 @@ describe("superviseReplicas", () => {
   });
 
   it("starts a replica that dies again after a second, and says so", async () => {
-    const lines: string[] = [];
     // replica 1 dies once, 300 ms after it starts; its second life is steady
-    const marker = join(dir, "died-once");
-    const dies = script(
-      "dies-once",
-      `import { existsSync, writeFileSync } from "node:fs";
-if (replica === 1 && !existsSync(${JSON.stringify(marker)})) { writeFileSync(${JSON.stringify(marker)}, ""); setTimeout(() => process.kill(process.pid, "SIGKILL"), 300); }`,
-    );
-    const running = await superviseReplicas({ replicas: 2, services: ["iam"], args: [], script: dies, say: (l) => lines.push(l), env: { CORE_IAM_PORT: "6200" } });
-    try {
+    const dies = script("dies-once", `${countLives(join(dir, "dies-once-lives"))}
+if (replica === 1 && life === 1) setTimeout(() => process.kill(process.pid, "SIGKILL"), 300);`);
+    await supervising({ replicas: 2, script: dies, env: { CORE_IAM_PORT: "6200" } }, async (lines) => {
       await until(() => lines.some((l) => l.includes("running again")), "replica 1 to run again");
       expect(lines).toEqual(["core: replica 1 was killed (SIGKILL); starting it again in 1 s", "core: replica 1 is running again"]);
-    } finally {
-      await running.stop();
-    }
+    });
   });
 
   it("keeps starting a replica that keeps dying, waiting twice as long each time up to the most, and never stops the others", async () => {
-    const lines: string[] = [];
     const lives = join(dir, "crash-loop-lives");
     // every life of replica 0 dies 50 ms after it is ready; replica 1 lives on
-    const crashing = script(
-      "crash-loop",
-      `import { appendFileSync } from "node:fs";
-appendFileSync(${JSON.stringify(lives)}, replica + "\\n");
-if (replica === 0) setTimeout(() => process.exit(3), 50);`,
-    );
-    const running = await superviseReplicas({
-      replicas: 2,
-      services: ["iam"],
-      args: [],
-      script: crashing,
-      say: (l) => lines.push(l),
-      env: { CORE_IAM_PORT: "6300" },
-      backoff: { firstMs: 100, maxMs: 800, steadyMs: 60_000 },
-    });
-    try {
+    const crashing = script("crash-loop", `${countLives(lives)}
+if (replica === 0) setTimeout(() => process.exit(3), 50);`);
+    const backoff = { firstMs: 100, maxMs: 800, steadyMs: 60_000 };
+    const code = await supervising({ replicas: 2, script: crashing, env: { CORE_IAM_PORT: "6300" }, backoff }, async (lines) => {
       const restarts = () => lines.filter((l) => l.includes("starting it again"));
       await until(() => restarts().length >= 6, "six restarts of replica 0");
       expect(restarts().slice(0, 6)).toEqual([0.1, 0.2, 0.4, 0.8, 0.8, 0.8].map((s) => `core: replica 0 exited with code 3; starting it again in ${s} s`));
       expect(lines).toContain("core: replica 0 is running again");
       // the other replica was never stopped, nor started again
       expect(readFileSync(lives, "utf8").split("\n").filter((l) => l === "1")).toHaveLength(1);
-    } finally {
-      await running.stop();
-    }
-    expect(await running.stopped).toBe(0);
+    });
+    expect(code).toBe(0);
   }, 30_000);
 
   it("retries a restarted replica that fails while starting (its database is down) until it starts, by itself", async () => {
-    const lines: string[] = [];
-    const started = join(dir, "down-lives");
     const up = join(dir, "database-up");
-    // replica 0's first life runs, then dies; later lives exit before they are ready while \`up\` is missing
+    // replica 0's first life runs 100 ms and is killed; later lives exit before they are ready while \`up\` is missing
     const flaky = join(dir, "flaky.mjs");
     writeFileSync(
       flaky,
-      `import { appendFileSync, existsSync, readFileSync } from "node:fs";
+      `${countLives(join(dir, "flaky-lives"))}
+import { existsSync } from "node:fs";
 const replica = Number(process.env.CORE_REPLICA);
-appendFileSync(${JSON.stringify(started)}, replica + "\\n");
-const lives = readFileSync(${JSON.stringify(started)}, "utf8").split("\\n").filter((l) => l === String(replica)).length;
-if (replica === 0 && lives > 1 && !existsSync(${JSON.stringify(up)})) process.exit(1);
+if (replica === 0 && life > 1 && !existsSync(${JSON.stringify(up)})) process.exit(1);
 process.send({ type: "core:ready", urls: {} });
 process.on("SIGTERM", () => process.exit(0));
 setInterval(() => {}, 1000);
-if (replica === 0 && lives === 1) setTimeout(() => process.kill(process.pid, "SIGKILL"), 100);
+if (replica === 0 && life === 1) setTimeout(() => process.kill(process.pid, "SIGKILL"), 100);
 `,
     );
-    const running = await superviseReplicas({ replicas: 2, services: ["iam"], args: [], script: flaky, say: (l) => lines.push(l), env: {}, backoff: { firstMs: 100, maxMs: 400, steadyMs: 60_000 } });
-    try {
+    const code = await supervising({ replicas: 2, script: flaky, env: {}, backoff: { firstMs: 100, maxMs: 400, steadyMs: 60_000 } }, async (lines) => {
       await until(() => lines.length >= 4, "three failed starts of replica 0");
       expect(lines.slice(0, 4)).toEqual([
         "core: replica 0 was killed (SIGKILL); starting it again in 0.1 s",
@@ -174,38 +167,19 @@ if (replica === 0 && lives === 1) setTimeout(() => process.kill(process.pid, "SI
       ]);
       writeFileSync(up, "");
       await until(() => lines.includes("core: replica 0 is running again"), "replica 0 to run again");
-    } finally {
-      await running.stop();
-    }
-    expect(await running.stopped).toBe(0);
+    });
+    expect(code).toBe(0);
   }, 30_000);
 
   it("counts failures from zero again after a replica ran steadily", async () => {
-    const lines: string[] = [];
-    const lives = join(dir, "steady-lives");
-    // lives 1-3 of replica 0 die at once; the 4th runs 1.5 s (longer than steadyMs) and then dies
-    const steady = script(
-      "steady-then-dies",
-      `import { appendFileSync, readFileSync } from "node:fs";
-appendFileSync(${JSON.stringify(lives)}, replica + "\\n");
-const life = readFileSync(${JSON.stringify(lives)}, "utf8").split("\\n").filter((l) => l === String(replica)).length;
-if (replica === 0) setTimeout(() => process.exit(3), life === 4 ? 1_500 : 20);`,
-    );
-    const running = await superviseReplicas({
-      replicas: 1,
-      services: ["iam"],
-      args: [],
-      script: steady,
-      say: (l) => lines.push(l),
-      env: {},
-      backoff: { firstMs: 100, maxMs: 10_000, steadyMs: 500 },
+    // lives 1-3 die at once; the 4th runs 1.5 s (longer than steadyMs) and then dies
+    const steady = script("steady-then-dies", `${countLives(join(dir, "steady-lives"))}
+setTimeout(() => process.exit(3), life === 4 ? 1_500 : 20);`);
+    await supervising({ replicas: 1, script: steady, env: {}, backoff: { firstMs: 100, maxMs: 10_000, steadyMs: 500 } }, async (lines) => {
+      const restarts = () => lines.filter((l) => l.includes("starting it again"));
+      await until(() => restarts().length >= 5, "five restarts");
+      expect(restarts().slice(0, 5).map((l) => l.split(" in ")[1])).toEqual(["0.1 s", "0.2 s", "0.4 s", "0.1 s", "0.2 s"]);
     });
-    try {
-      await until(() => lines.filter((l) => l.includes("starting it again")).length >= 5, "five restarts");
-      expect(lines.filter((l) => l.includes("starting it again")).slice(0, 5).map((l) => l.split(" in ")[1])).toEqual(["0.1 s", "0.2 s", "0.4 s", "0.1 s", "0.2 s"]);
-    } finally {
-      await running.stop();
-    }
   }, 30_000);
 
   it("stops the command when a replica fails on its very first start, with its reason", async () => {
