@@ -130,9 +130,17 @@ async function afterRevocation(c: Context, deps: LibraryDeps, revoked: RevokedAc
 
 /**
  * A JSON call of a library route on behalf of the browser request `c` (the pages post forms to us,
- * we post JSON to the library): the browser's cookie, origin and fetch metadata go with it.
+ * we post JSON to the library): the browser's cookie, origin and fetch metadata go with it. The
+ * library failing (5xx) is no refusal to show in a form: it is thrown, and the page's failure
+ * handler answers it (a 503 page while the database is down).
  */
-export function callAuthLibraryAs(c: Context, deps: LibraryDeps, method: "GET" | "POST", path: string, body?: unknown) {
+export async function callAuthLibraryAs(c: Context, deps: LibraryDeps, method: "GET" | "POST", path: string, body?: unknown): Promise<Response> {
+  const answer = await callLibraryAs(c, deps, method, path, body);
+  if (answer.status >= 500) throw new Error(`the auth library answered ${answer.status} to ${method} ${path}`);
+  return answer;
+}
+
+function callLibraryAs(c: Context, deps: LibraryDeps, method: "GET" | "POST", path: string, body?: unknown) {
   const headers = new Headers(c.req.raw.headers);
   headers.delete("content-length");
   headers.delete("content-type");

@@ -2,7 +2,8 @@ import type { Context } from "hono";
 import { deleteCookie, getCookie } from "hono/cookie";
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
-import { ApiError, forbidden, loggableError } from "@core/kit";
+import { sql } from "drizzle-orm";
+import { ApiError, forbidden, isUnreachable, loggableError } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { requireSession, requireTrustedOrigin, sessionTokenFromCookie, type SessionCaller } from "../access.js";
 import type { IamContext } from "../app.js";
@@ -122,11 +123,32 @@ const TITLES: Record<number, string> = {
   409: "Already taken",
   413: "Too much data",
   429: "Too many attempts",
+  503: "Temporarily unavailable",
 };
+
+/** How long a browser is told to wait when a dependency is down (the kit's JSON answers say the same). */
+const OUTAGE_RETRY_SECONDS = 5;
+
+/**
+ * Whether a failure happened because a dependency is down: the error says so (the kit's
+ * isUnreachable), or the database does not answer now. The auth library turns some of its
+ * database failures into a bare 500 without their cause; asking the database tells them apart
+ * from a bug.
+ */
+async function isOutage(ctx: IamContext, err: unknown): Promise<boolean> {
+  if (isUnreachable(err)) return true;
+  try {
+    await ctx.db.execute(sql`select 1`);
+    return false;
+  } catch (probe) {
+    return isUnreachable(probe) !== null;
+  }
+}
 
 /**
  * Failures of a page handler become pages, never JSON: the handler's own ApiErrors with their
- * message, anything else as a logged 500 without details.
+ * message; a database or another dependency out of reach as a 503 page with Retry-After, an outage
+ * to wait out (DESIGN §10); anything else as a logged 500 without details.
  */
 export async function pageFailure(c: Context, ctx: IamContext, err: unknown, viewer: Viewer | null = null) {
   if (err instanceof ApiError) {
@@ -141,6 +163,12 @@ export async function pageFailure(c: Context, ctx: IamContext, err: unknown, vie
     const next = err.status === 401 ? { href: "/sign-in", label: "Sign in" } : undefined;
     const page = <MessagePage title={TITLES[err.status] ?? "Something went wrong"} viewer={err.status === 401 ? null : viewer} kind="error" message={message} next={next} />;
     return render(c, page, err.status as 400);
+  }
+  if (await isOutage(ctx, err)) {
+    ctx.logger.warn({ requestId: c.get("requestId"), err: loggableError(err) }, "a page's dependency is unreachable");
+    c.header("retry-after", String(OUTAGE_RETRY_SECONDS));
+    const message = "This page cannot be shown right now: a service it depends on is unreachable. Try again in a moment.";
+    return render(c, <MessagePage title={TITLES[503]!} kind="error" message={message} />, 503);
   }
   ctx.logger.error({ requestId: c.get("requestId"), err: loggableError(err) }, "page failed");
   return render(c, <MessagePage title="Something went wrong" kind="error" message="Something went wrong on our side. Try again in a moment." />, 500);
