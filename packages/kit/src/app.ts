@@ -6,7 +6,7 @@ import { matchedRoutes } from "hono/route";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
-import type { Logger } from "./logger.js";
+import { loggablePath, type Logger } from "./logger.js";
 import { ServiceMetrics, withinTime } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
@@ -239,8 +239,8 @@ export function createServiceApp(options: ServiceAppOptions) {
   const count = (method: string, route: string, path: string, status: number, id: string, started: number, trace: RequestTrace) => {
     const seconds = (performance.now() - started) / 1000;
     metrics.record(method, route, status, seconds);
-    // the path only: query strings can carry tokens (magic-link verify)
-    logger.info({ requestId: id, traceId: trace.traceId, spanId: trace.spanId, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
+    // the path only, its secret segments redacted: query strings and some paths carry tokens
+    logger.info({ requestId: id, traceId: trace.traceId, spanId: trace.spanId, method, path: loggablePath(path), status, ms: Math.round(seconds * 10000) / 10 }, "request");
   };
 
   function handleError(err: unknown, c: Context): Response {
