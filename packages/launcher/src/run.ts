@@ -6,12 +6,14 @@ import {
   loadCommonConfig,
   onShutdown,
   persistentSecret,
+  startTracing,
   type BuiltService,
   type CommonConfig,
   type Logger,
   type RunningServer,
   type ServiceContext,
   type ServiceName,
+  type Tracing,
 } from "@core/kit";
 import { applyMigrations, DataDirLockedError, type DatabaseHandle, type Db } from "@core/storage";
 import { parseServiceCredentials } from "@core/service-auth";
@@ -112,15 +114,20 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const built: BuiltService[] = [];
   const urls: Record<string, string> = {};
   const listening: Record<string, string> = {};
+  const tracings: Tracing[] = [];
   const stop = async () => {
     for (const { server } of servers) await server.close();
     for (const service of built) await service.close();
+    // the spans still buffered go out before the process ends
+    for (const tracing of tracings) await tracing.shutdown();
     await database.close();
   };
   // applying migrations needs no credentials, and `--migrate-only` writes none into the data directory
   const credentials = options.migrateOnly ? new Map<string, string>() : serviceCredentials(common, env, options.builtInCredentials);
   const start = async ([name, module]: [ServiceName, ServiceModule], open: OpenDatabase) => {
     const at = performance.now();
+    // before the service's app is made, which takes its tracing from there (OTLP export when configured)
+    tracings.push(await startTracing(name, env));
     const service = await module.buildService({
       name,
       common,

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { badRequest, forbidden, notFound, requestIdOf, upstreamUnavailable } from "@core/kit";
+import { ApiError, badRequest, fetchTraced, forbidden, notFound, requestIdOf, serviceUnavailable, serviceUnreachable, traceOf, tracingFor, type TraceSource } from "@core/kit";
 import { activeOrganizationHint, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
 import type { Engine } from "./engine.js";
 import { auditOperatorAction } from "./operator.js";
@@ -20,23 +20,26 @@ export class PlatformDirectory {
     private readonly doFetch: typeof fetch = fetch,
   ) {}
 
-  async exists(platformId: string): Promise<boolean> {
+  /** `from`: the trace of the request that asks (DESIGN §10); without it the lookup starts a trace of its own */
+  async exists(platformId: string, from: TraceSource = tracingFor("billing")): Promise<boolean> {
     const hit = this.known.get(platformId);
     if (hit !== undefined) return hit;
     let response: Response;
     try {
       response = await readAgainOnReset(async () =>
-        this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
-          headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        fetchTraced(from, this.doFetch, `${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
+          headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry", from)}` },
           signal: AbortSignal.timeout(5_000),
         }),
       );
-    } catch {
-      throw upstreamUnavailable("The platform registry is unreachable");
+    } catch (err) {
+      // no service token to ask with: IAM's answer to that is the failure
+      if (err instanceof ApiError) throw err;
+      throw serviceUnreachable("The platform registry");
     }
     await response.body?.cancel();
     if (response.status !== 200 && response.status !== 404 && response.status !== 400) {
-      throw upstreamUnavailable(`The platform registry answered ${response.status}`);
+      throw serviceUnavailable("The platform registry", response);
     }
     const exists = response.status === 200;
     this.known.set(platformId, exists, exists ? 300_000 : 5_000);
@@ -62,7 +65,7 @@ export async function platformScope(
   const caller = await requireCaller(c, deps.credentials);
   if (platformWide(caller, permission)) {
     if (!named) throw badRequest("Name the platform: operators and services pass ?platformId=", { path: "platformId" });
-    if (!(await deps.platforms.exists(named))) throw notFound(`No platform ${named}`);
+    if (!(await deps.platforms.exists(named, traceOf(c)))) throw notFound(`No platform ${named}`);
     return { caller, platformId: named };
   }
   const principal = caller.kind === "principal" ? caller.principal : null;

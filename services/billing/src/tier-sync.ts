@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import type { Logger } from "@core/kit";
+import { fetchTraced, tracingFor, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import type { ServiceTokenSource } from "@core/service-auth";
 import { tierSync } from "./db/schema.js";
@@ -79,12 +79,16 @@ export class TierSync {
     ).map((row) => ({ ...row, version: Number(row.version), attempts: Number(row.attempts) }));
   }
 
-  /** null when the registry took the tier; else why not. A platform it does not know is not retried forever: it is the registry's answer. */
+  /**
+   * null when the registry took the tier; else why not. A platform it does not know is not retried forever: it is the registry's answer.
+   * The worker's push serves no request: each starts a trace of its own (DESIGN §10).
+   */
   private async send(platformId: string, tier: string): Promise<string | null> {
+    const from = tracingFor("billing");
     try {
-      const response = await this.doFetch(`${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
+      const response = await fetchTraced(from, this.doFetch, `${this.registryUrl}/platforms/${encodeURIComponent(platformId)}`, {
         method: "PATCH",
-        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry", from)}` },
         body: JSON.stringify({ tier }),
         signal: AbortSignal.timeout(10_000),
       });

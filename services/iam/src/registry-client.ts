@@ -1,4 +1,4 @@
-import { ApiError, conflict, notFound, upstreamUnavailable } from "@core/kit";
+import { ApiError, conflict, fetchTraced, notFound, serviceUnreachable, tracingFor, type TraceSource } from "@core/kit";
 import { readAgainOnReset, type ServiceTokenSource } from "@core/service-auth";
 
 export interface PlatformRecord {
@@ -9,7 +9,11 @@ export interface PlatformRecord {
   tier: string;
 }
 
-/** IAM's calls to the platform registry's HTTP API, with service tokens (DESIGN §1, §7). */
+/**
+ * IAM's calls to the platform registry's HTTP API, with service tokens (DESIGN §1, §7). Each call
+ * joins `from`, the trace of the request it serves; without one (the set-up sweeper) it starts a
+ * trace of its own (DESIGN §10).
+ */
 export class RegistryClient {
   constructor(
     private readonly baseUrl: string,
@@ -17,25 +21,25 @@ export class RegistryClient {
     private readonly doFetch: typeof fetch = fetch,
   ) {}
 
-  createPlatform(input: { name: string; slug: string; tier: string }): Promise<PlatformRecord> {
-    return this.call("POST", "/platforms", input);
+  createPlatform(input: { name: string; slug: string; tier: string }, from?: TraceSource): Promise<PlatformRecord> {
+    return this.call("POST", "/platforms", input, from);
   }
 
   /** The platform with this slug, or null (IAM finishing an interrupted org setup). */
-  async findPlatformBySlug(slug: string): Promise<PlatformRecord | null> {
-    const page = await this.call<{ data: PlatformRecord[] }>("GET", `/platforms?slug=${encodeURIComponent(slug)}&limit=1`);
+  async findPlatformBySlug(slug: string, from?: TraceSource): Promise<PlatformRecord | null> {
+    const page = await this.call<{ data: PlatformRecord[] }>("GET", `/platforms?slug=${encodeURIComponent(slug)}&limit=1`, undefined, from);
     return page.data[0] ?? null;
   }
 
-  setStatus(platformId: string, status: "active" | "suspended"): Promise<PlatformRecord> {
-    return this.call("PATCH", `/platforms/${encodeURIComponent(platformId)}`, { status });
+  setStatus(platformId: string, status: "active" | "suspended", from?: TraceSource): Promise<PlatformRecord> {
+    return this.call("PATCH", `/platforms/${encodeURIComponent(platformId)}`, { status }, from);
   }
 
-  private async call<T = PlatformRecord>(method: string, path: string, body?: object): Promise<T> {
+  private async call<T = PlatformRecord>(method: string, path: string, body: object | undefined, from: TraceSource = tracingFor("iam")): Promise<T> {
     const ask = async () =>
-      this.doFetch(`${this.baseUrl}${path}`, {
+      fetchTraced(from, this.doFetch, `${this.baseUrl}${path}`, {
         method,
-        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry")}` },
+        headers: { "content-type": "application/json", authorization: `Bearer ${await this.tokens.tokenFor("platform-registry", from)}` },
         ...(body ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.timeout(10_000),
       });
@@ -44,7 +48,7 @@ export class RegistryClient {
       // a read is asked again when its connection is reset; a write is not (org set-up recovers it)
       response = await (method === "GET" ? readAgainOnReset(ask) : ask());
     } catch {
-      throw upstreamUnavailable("The platform registry is unreachable");
+      throw serviceUnreachable("The platform registry");
     }
     if (response.ok) return (await response.json()) as T;
     const answer = (await response.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;

@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { newId } from "@core/kit";
+import { newId, type TraceSource } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import type { PlatformDirectory } from "../access.js";
 import { subscriptions as subscriptionsTable, type SubscriptionRow } from "../db/schema.js";
@@ -76,6 +76,8 @@ export interface IngestDeps {
   engine: Engine;
   platforms: PlatformDirectory;
   graceSeconds: number;
+  /** the request's trace, which the registry lookups join (DESIGN §10) */
+  trace?: TraceSource;
 }
 
 /** Ingests one batch (1-1000 events, already bounded by the route) and answers each event's fate. */
@@ -96,7 +98,7 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
   // 2. what cannot be counted whatever is stored: unknown meters and platforms
   const known = new Set<string>(METERS);
   const platformIds = [...new Set(parsed.map((e) => e.platformId))].sort();
-  const exists = await platformsKnown(deps.platforms, platformIds);
+  const exists = await platformsKnown(deps.platforms, platformIds, deps.trace);
   const candidates: UsageEvent[] = [];
   for (const event of parsed) {
     if (!known.has(event.meter)) reject({ index: event.index, id: event.id, code: "UNKNOWN_METER", message: `No meter "${event.meter.slice(0, 64)}": the meters are ${METERS.join(", ")}` });
@@ -189,11 +191,11 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
 const REGISTRY_LOOKUPS = 16;
 
 /** Which of these platforms exist, asking the registry (cached) a few at a time. */
-export async function platformsKnown(platforms: PlatformDirectory, ids: string[]): Promise<Map<string, boolean>> {
+export async function platformsKnown(platforms: PlatformDirectory, ids: string[], from?: TraceSource): Promise<Map<string, boolean>> {
   const known = new Map<string, boolean>();
   for (let i = 0; i < ids.length; i += REGISTRY_LOOKUPS) {
     const chunk = ids.slice(i, i + REGISTRY_LOOKUPS);
-    const answers = await Promise.all(chunk.map((id) => platforms.exists(id)));
+    const answers = await Promise.all(chunk.map((id) => platforms.exists(id, from)));
     chunk.forEach((id, j) => known.set(id, answers[j]!));
   }
   return known;

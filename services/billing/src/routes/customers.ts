@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { badRequest, conflict, errorResponses, jsonBody, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import { badRequest, conflict, errorResponses, jsonBody, jsonContent, notFound, security, traceOf, type ServiceApp } from "@core/kit";
 import { isUniqueViolation } from "@core/storage";
 import { auditRequest, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
@@ -58,7 +58,7 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
       };
       const platformId = link("platformId");
       const userId = link("userId");
-      if (platformId && !(await ctx.platforms.exists(platformId))) throw notFound(`No platform ${platformId}`);
+      if (platformId && !(await ctx.platforms.exists(platformId, traceOf(c)))) throw notFound(`No platform ${platformId}`);
       let customer: CustomerRow;
       try {
         customer = await atProvider(engine, await createCustomer(engine.db, await engine.time.now(), { ...input, platformId, userId, currency: engine.catalogue.currency }));

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { errorResponses, jsonBody, jsonContent, security, traceOf, type ServiceApp } from "@core/kit";
 import { requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { ingestBatch } from "../metering/ingest.js";
@@ -66,7 +66,7 @@ export function usageEventRoutes(app: ServiceApp, ctx: BillingContext) {
       async (c) => {
         await requireOperator(c, ctx.credentials);
         const { events } = c.req.valid("json");
-        const { alerts, ...answer } = await ingestBatch({ engine: ctx.engine, platforms: ctx.platforms, graceSeconds: ctx.config.usageGraceSeconds }, events);
+        const { alerts, ...answer } = await ingestBatch({ engine: ctx.engine, platforms: ctx.platforms, graceSeconds: ctx.config.usageGraceSeconds, trace: traceOf(c) }, events);
         if (alerts > 0) ctx.alerts.kick();
         ctx.engine.metrics.usageBatch(answer);
         return c.json(answer, 200);

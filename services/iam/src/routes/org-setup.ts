@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { and, eq } from "drizzle-orm";
 import type { Context } from "hono";
 import type { Db } from "@core/storage";
-import { ApiError, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, errorResponses, jsonBody, jsonContent, security, traceOf, type ServiceApp } from "@core/kit";
 import { actorOf, requireSession, type SessionCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { member, organization, orgSetups, session } from "../db/schema.js";
@@ -60,12 +60,12 @@ export async function setUpOrganization(c: Context, ctx: IamContext, caller: Ses
   const org = resumed ?? (await createOrganization(ctx.db, ctx.clock, { name, slug, ownerId: principal.userId, orgType: "tenant", settingUp: true }));
   let platformId: string;
   try {
-    platformId = (await ctx.registry.createPlatform({ name, slug, tier: STARTING_TIER })).id;
+    platformId = (await ctx.registry.createPlatform({ name, slug, tier: STARTING_TIER }, traceOf(c))).id;
   } catch (err) {
     // no answer, a failure after which the registry may have made it, or (resuming) the platform an
     // earlier attempt made: the platform may exist all the same
     const mayExist = isAmbiguous(err) || (resumed !== null && err instanceof ApiError && err.status === 409);
-    const made = mayExist ? await ctx.registry.findPlatformBySlug(slug).catch(() => undefined) : null;
+    const made = mayExist ? await ctx.registry.findPlatformBySlug(slug, traceOf(c)).catch(() => undefined) : null;
     // the registry cannot tell: the set-up stays open, for a retry or the sweeper (org-setup-recovery.ts)
     if (made === undefined) throw err;
     if (made === null) {

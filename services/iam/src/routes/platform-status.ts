@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { ApiError, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, errorResponses, jsonBody, jsonContent, security, traceOf, type ServiceApp } from "@core/kit";
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { platformStatus } from "../db/schema.js";
@@ -33,7 +33,7 @@ export function platformStatusRoutes(app: ServiceApp, ctx: IamContext) {
       requirePermission(caller, "platforms:manage");
       const actor = actorOf(c, caller);
       try {
-        await ctx.registry.setStatus(platformId, status);
+        await ctx.registry.setStatus(platformId, status, traceOf(c));
       } catch (err) {
         // suspending a suspended platform changes nothing at the registry, and it says so
         const alreadySuspended = status === "suspended" && err instanceof ApiError && err.code === "PLATFORM_SUSPENDED";
