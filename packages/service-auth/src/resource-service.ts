@@ -1,4 +1,4 @@
-import { ConfigError, probe, type HealthCheck, type ServiceContext } from "@core/kit";
+import { ConfigError, probe, trustedProxyHops, type HealthCheck, type ServiceContext } from "@core/kit";
 import type { CredentialResolvers } from "./credentials.js";
 import { iamKeySet, keysKnown, remoteResolvers } from "./remote.js";
 import { ServiceTokenClient, type ServiceTokenSource } from "./service-token-client.js";
@@ -18,6 +18,8 @@ export function iamBackedDeps(
     // with DATABASE_URL nothing is generated into a data dir: each process is given its credential
     throw new ConfigError(`No service credential for ${serviceId}: set CORE_SERVICE_CREDENTIALS to include ${serviceId}:<secret> (the same list IAM has)`);
   }
+  // the client address sent with API key checks (clientIpOf): a wrong CORE_TRUST_PROXY stops start-up
+  trustedProxyHops();
   const tokens = new ServiceTokenClient(iamUrl, { serviceId, secret });
   const keys = iamKeySet(iamUrl, serviceId);
   return {
