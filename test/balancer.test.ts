@@ -34,10 +34,12 @@ describe.skipIf(!url || !HAPROXY)("HAProxy in front of two replicas", { timeout:
   const dir = mkdtempSync(join(tmpdir(), "core-balancer-"));
   const lb = {} as Record<ServiceName, string>;
   let stats: string;
+  let replicaUrl: Awaited<ReturnType<typeof replicaPorts>>["url"];
 
   beforeAll(async () => {
     database = await openFreshPostgres(url!);
     const ports = await replicaPorts(2);
+    replicaUrl = ports.url;
     const frontends = {} as Record<ServiceName, number>;
     for (const service of SERVICE_NAMES) {
       frontends[service] = await freePort();
@@ -213,5 +215,14 @@ describe.skipIf(!url || !HAPROXY)("HAProxy in front of two replicas", { timeout:
     // what the guide's alert rules read: HAProxy's own metrics, with both replicas of each service back
     const exported = await (await fetch(`${stats}/metrics`)).text();
     for (const service of SERVICE_NAMES) expect(exported).toContain(`haproxy_backend_active_servers{proxy="${service}"} 2`);
+  });
+
+  it("the guide's alert rules name metrics the services export", async () => {
+    const rules = /```yaml\n([\s\S]*?)```/.exec(readFileSync(new URL("../docs/vault/guides/running-on-postgresql.md", import.meta.url), "utf8"))![1]!;
+    const named = new Set(rules.match(/\b(?:core|http|nodejs|process)_[a-z0-9_]+/g));
+    expect(named.size).toBeGreaterThan(10);
+    const exported = (await Promise.all(SERVICE_NAMES.map(async (service) => (await fetch(`${replicaUrl(service, 1)}/metrics`)).text()))).join("\n");
+    const missing = [...named].filter((name) => !new RegExp(`^(# HELP )?${name}\\b`, "m").test(exported));
+    expect(missing).toEqual([]);
   });
 });
