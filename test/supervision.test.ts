@@ -19,6 +19,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 /** a stack trace's frame line */
 const STACK_FRAME = /\n\s+at /;
 const DATABASE_SERVICES = ["iam", "billing", "stack-registry", "platform-registry"] as const;
+const SERVICES = [...DATABASE_SERVICES, "vault"] as const;
 
 if (process.env.CI && !postgresBin()) throw new Error("CI is set but the PostgreSQL server binaries are missing: the supervision tests would be skipped");
 
@@ -81,6 +82,9 @@ describe.skipIf(!postgresBin())("supervision of replicas while the database is d
     // a restarted replica gives the database one second, so its failed starts (and the waits between them) come quickly
     replicas = launch({ ...ports.env, DATABASE_URL: server.url, CORE_DATA_DIR: dataDir, CORE_DB_WAIT_SECONDS: "1", LOG_LEVEL: "warn" }, ["--replicas", "2"]);
     await replicas.running;
+    // the banner came once every replica's services had answered: each address answers now (a
+    // loaded machine may make a dependency's check time out, so any HTTP answer counts)
+    for (const status of await Promise.all([0, 1].flatMap((replica) => SERVICES.map((service) => healthStatus(ports.url(service, replica)))))) expect(status).toBeGreaterThan(0);
     const supervisor = replicas.child.pid!;
     const before = await until(() => (replicaPids(supervisor).size === 2 ? replicaPids(supervisor) : false), "both replicas' processes");
 
