@@ -136,7 +136,13 @@ async function openPostgres(url: string, max: number): Promise<DatabaseHandle> {
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
   const db = drizzlePg({ client: pool }) as unknown as Db;
-  await db.execute(sql`select 1`);
+  try {
+    await db.execute(sql`select 1`);
+  } catch (err) {
+    // start-up tries again while the server is down (DESIGN §10): each try leaves no pool behind
+    await pool.end().catch(() => {});
+    throw err;
+  }
   let closed = false;
   return {
     db,
