@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
-import { finishInterruptedSetups } from "../src/org-setup-recovery.js";
+import { finishInterruptedSetups, interruptedSetupsBacklog } from "../src/org-setup-recovery.js";
 import { call, createIam, signUp, startIamAndRegistry, uniqueSlug, type Iam } from "./support/harness.js";
 
 describe.each(testDatabases())("org-setup on $name", ({ open }) => {
@@ -169,6 +169,8 @@ describe.each(testDatabases())("org-setup interrupted on $name", ({ open }) => {
   const orgOf = async (slug: string) =>
     rowsOf<{ id: string; platform_id: string | null }>(await database.db.execute(sql`select id, platform_id from iam.organization where slug = ${slug}`))[0];
   const sweep = () => finishInterruptedSetups(iam.app.ctx, iam.config.orgSetupRecoveryMs);
+  /** the sweep's backlog as /metrics shows it (core_worker_due_items{job="org_setup_recovery"}) */
+  const backlog = () => interruptedSetupsBacklog(database.db, iam.clock.now(), iam.config.orgSetupRecoveryMs);
 
   beforeAll(async () => {
     database = await open();
@@ -262,13 +264,18 @@ describe.each(testDatabases())("org-setup interrupted on $name", ({ open }) => {
     registry.mode = "ok";
     // too recent: a set-up may still be running
     expect(await sweep()).toBe(0);
+    expect(await backlog()).toEqual({ job: "org_setup_recovery", due: 0, oldestDueSeconds: 0 });
     iam.clock.advance(iam.config.orgSetupRecoveryMs + 1);
+    expect((await backlog()).due).toBeGreaterThanOrEqual(2);
+    iam.clock.advance(60_000);
+    expect((await backlog()).oldestDueSeconds).toBeGreaterThanOrEqual(60);
     // the registry unreachable: nothing is decided, the next pass tries again
     registry.mode = "down";
     await expect(sweep()).rejects.toThrow();
     expect(await openSetups(linked)).toBe(1);
     registry.mode = "ok";
     expect(await sweep()).toBeGreaterThanOrEqual(2);
+    expect((await backlog()).due).toBe(0);
     expect(await orgOf(linked)).toMatchObject({ platform_id: `plt_${linked}` });
     expect(await orgOf(rolledBack)).toBeUndefined();
     expect(await openSetups(linked)).toBe(0);
