@@ -95,6 +95,16 @@ function refusal(where: string, url: string, failure: ConnectFailure): string {
   }
 }
 
+/**
+ * The sentence for a PostgreSQL server that answered and then went away (while migrations were
+ * applied), or null when `err` is something else.
+ */
+export function databaseLost(err: unknown, url: string | undefined, during: string): DatabaseUnavailableError | null {
+  const failure = url ? connectFailure(err) : null;
+  if (!failure?.waitable) return null;
+  return new DatabaseUnavailableError(`the database at ${databaseAddress(url!)} stopped answering ${during} (${failure.reason}); start it, or check DATABASE_URL`);
+}
+
 export interface DatabaseWait {
   /** how long to keep trying; 0: one try */
   seconds: number;

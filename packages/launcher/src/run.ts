@@ -17,7 +17,7 @@ import {
 } from "@core/kit";
 import { applyMigrations, DataDirLockedError, type DatabaseHandle, type Db } from "@core/storage";
 import { parseServiceCredentials } from "@core/service-auth";
-import { connectFailure, databaseAddress, DatabaseUnavailableError, openDatabaseWhenUp } from "./database-wait.js";
+import { databaseLost, DatabaseUnavailableError, openDatabaseWhenUp } from "./database-wait.js";
 
 /** What every service package exports for the launcher. */
 export interface ServiceModule {
@@ -158,7 +158,9 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
       phases.database = since(began);
       const at = performance.now();
       for (const [name, module] of withTables) {
-        const applied = await applyMigrations(database.db, name, module.migrationsFolder!);
+        const applied = await applyMigrations(database.db, name, module.migrationsFolder!).catch((err: unknown) => {
+          throw databaseLost(err, common.databaseUrl, `while ${name}'s migrations were applied`) ?? err;
+        });
         // the launcher logs as service "core"; the service migrated is its own key, so a line has one `service`
         if (applied > 0) logger.info({ migrated: name, applied }, "migrations applied");
       }
@@ -185,7 +187,7 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
 
 /**
  * Runs services until SIGTERM/SIGINT. A start-up failure someone can mend (configuration, a port in
- * use, the database) is one line on stderr and exit code 1, never a stack trace (DESIGN §10).
+ * use, the database, a file) is one line on stderr and exit code 1, never a stack trace (DESIGN §10).
  */
 export async function runUntilStopped(options: RunOptions, givenLogger?: Logger): Promise<Running | undefined> {
   try {
@@ -211,10 +213,6 @@ export function startFailure(err: unknown, env: NodeJS.ProcessEnv): string | nul
   if (code === "EACCES" && (err as NodeJS.ErrnoException).syscall === "listen") return `${err.message}. Ports below 1024 need privileges; set CORE_<NAME>_PORT or CORE_BASE_PORT to another.`;
   const host = env.CORE_HOST || "127.0.0.1";
   if (code === "EADDRNOTAVAIL" || (code === "ENOTFOUND" && (err as { hostname?: string }).hostname === host)) return `${err.message}. Check CORE_HOST: it must be an address of this machine.`;
-  const url = env.DATABASE_URL;
-  const lost = url ? connectFailure(err) : null;
-  // the database went away after it answered, e.g. while migrations were applied
-  if (lost) return `the database at ${databaseAddress(url!)} stopped answering during start-up (${lost.reason}); start it, or check DATABASE_URL`;
   // the data directory or a file it names: not writable, not there, a disk full
   if ((err as NodeJS.ErrnoException).syscall && (err as NodeJS.ErrnoException).path) return `${err.message}. Check CORE_DATA_DIR and the paths the configuration names.`;
   return null;

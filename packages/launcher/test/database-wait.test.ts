@@ -1,6 +1,7 @@
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
-import { connectFailure, databaseAddress, DatabaseUnavailableError, openDatabaseWhenUp } from "../src/database-wait.js";
+import pg from "pg";
+import { connectFailure, databaseAddress, databaseLost, DatabaseUnavailableError, openDatabaseWhenUp } from "../src/database-wait.js";
 import { freePort } from "../../../services/iam/test/support/harness.js";
 
 /**
@@ -75,6 +76,19 @@ describe("openDatabaseWhenUp", { timeout: 30_000 }, () => {
     expect(connectFailure(Object.assign(new Error("ENOENT: no such file"), { code: "ENOENT", syscall: "open" }))).toBeNull();
     // nor is a query's own error a failure to connect
     expect(connectFailure(Object.assign(new Error("duplicate key"), { code: "23505" }))).toBeNull();
+  });
+
+  it("names a database that went away after it answered (migrations), and nothing else", async () => {
+    const port = await freePort();
+    const address = `postgres://core:hunter2-secret@127.0.0.1:${port}/core`;
+    const client = new pg.Client({ connectionString: address });
+    const refused = await failureOf(client.connect());
+    expect(databaseLost(refused, address, "while iam's migrations were applied")?.message).toBe(
+      `the database at 127.0.0.1:${port} stopped answering while iam's migrations were applied (connection refused); start it, or check DATABASE_URL`,
+    );
+    // the embedded database has no server to lose; a query's own error is not a lost server
+    expect(databaseLost(refused, undefined, "while iam's migrations were applied")).toBeNull();
+    expect(databaseLost(Object.assign(new Error("syntax error"), { code: "42601" }), address, "while iam's migrations were applied")).toBeNull();
   });
 
   describe.skipIf(!url)("on a real PostgreSQL server", () => {
