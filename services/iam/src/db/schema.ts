@@ -322,5 +322,6 @@ export const refreshTokens = iam.table(
     usedAt: ts("used_at"),
     revokedAt: ts("revoked_at"),
   },
-  (t) => [index("refresh_tokens_family_idx").on(t.familyId)],
+  // by session: a session's deletion revokes its families, and the library's refresh keeps a CLI token's expiry
+  (t) => [index("refresh_tokens_family_idx").on(t.familyId), index("refresh_tokens_session_idx").on(t.sessionId)],
 );

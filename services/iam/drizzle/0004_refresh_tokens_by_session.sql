@@ -1,0 +1,1 @@
+CREATE INDEX "refresh_tokens_session_idx" ON "iam"."refresh_tokens" USING btree ("session_id");
