@@ -5,11 +5,11 @@ import { testDatabases } from "@core/storage";
 import { parsePrometheus, valueOf } from "../../../packages/kit/test/support/prometheus.js";
 import { startBilling, unique, type Billing, type Headers } from "./support/billing.js";
 
-/** A webhook receiver on 127.0.0.1 that answers 200 to everything. */
-async function receiver(): Promise<{ url: string; close: () => Promise<void> }> {
+/** A webhook receiver on 127.0.0.1 that answers `status` to everything. */
+async function receiver(status = 200): Promise<{ url: string; close: () => Promise<void> }> {
   const server: Server = createServer((req, res) => {
     req.resume();
-    req.on("end", () => res.writeHead(200).end("ok"));
+    req.on("end", () => res.writeHead(status).end("ok"));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -84,6 +84,26 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
       expect(valueOf(delivered.samples, "core_billing_webhook_deliveries_pending")).toBe(0);
       expect(valueOf(delivered.samples, "core_billing_webhook_oldest_pending_age_seconds")).toBe(0);
       expect(valueOf(delivered.samples, "core_worker_due_items", { job: "webhook_deliveries" })).toBe(0);
+      await b.call("DELETE", `/operator/webhook-endpoints/${created.body.id}`, { headers: op });
+    } finally {
+      await hooks.close();
+    }
+  });
+
+  it("counts a webhook delivery given up after three days of refusals, and it leaves the pending gauge", async () => {
+    const hooks = await receiver(503);
+    try {
+      const created = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: hooks.url, events: ["invoice.paid"] } });
+      const failedBefore = await counted("core_billing_webhook_deliveries_failed_total");
+      await b.upgraded();
+      expect(await counted("core_billing_webhook_deliveries_pending")).toBe(1);
+      // retried a minute, two, four … at most six hours apart, until three days have passed
+      for (let pass = 0; pass < 40 && (await counted("core_billing_webhook_deliveries_pending")) > 0; pass++) {
+        await b.ctx.webhooks.pass();
+        b.clock.advance(6 * 3600_000);
+      }
+      expect(await counted("core_billing_webhook_deliveries_pending")).toBe(0);
+      expect(await counted("core_billing_webhook_deliveries_failed_total")).toBe(failedBefore + 1);
       await b.call("DELETE", `/operator/webhook-endpoints/${created.body.id}`, { headers: op });
     } finally {
       await hooks.close();
