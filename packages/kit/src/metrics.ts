@@ -60,7 +60,7 @@ export function workerBacklogSource(name: string, read: () => Promise<JobBacklog
 /**
  * prom-client's default metrics (CPU, memory, event-loop lag, GC, handles), collected once per process:
  * several services in one process each show the same metric objects, under their own `service` label,
- * rather than each starting collectors of its own, which would register the same names twice.
+ * rather than each starting collectors of its own (an event-loop monitor and a GC observer apiece).
  */
 let processMetrics: Registry | undefined;
 function processMetricsRegistry(): Registry {
