@@ -1,11 +1,12 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { ApiError, clientIpOf, errorResponse, withRequestId, type ErrorCode } from "@core/kit";
+import { ApiError, clientIpOf, errorResponse, upstreamUnavailable, withRequestId, type ErrorCode } from "@core/kit";
 import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
 import { sessionTokenFromCookie } from "./access.js";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
+import { isOutage, OUTAGE_RETRY_SECONDS } from "./outage.js";
 import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
 import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, UNSERVED_ROUTES, type Auth } from "./auth.js";
 
@@ -87,9 +88,17 @@ const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: 
 /**
  * Some library refusals have no body (organization routes without a session answer a bare 401):
  * those get our envelope, so every error a client meets says what it is. A failure of the library
- * itself is our 500: logged with the request id, its text never shown.
+ * while the database does not answer is an outage, 503 UPSTREAM_UNAVAILABLE with Retry-After, as
+ * every service answers one (the library keeps the cause to itself, and takes a session it could
+ * not read for none: a 401 to a request with a session is asked about too); any other 5xx is our
+ * 500: logged with the request id, its text never shown.
  */
 async function withErrorBody(c: Context, deps: LibraryDeps, response: Response): Promise<Response> {
+  const mayBeOutage = response.status >= 500 || (response.status === 401 && (sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c)) !== null);
+  if (mayBeOutage && (await isOutage(deps.db))) {
+    deps.logger.warn({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed while the database is unreachable");
+    return errorResponse(c, upstreamUnavailable("The database is unavailable; try again shortly", OUTAGE_RETRY_SECONDS));
+  }
   if (response.status >= 500) {
     deps.logger.error({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));

@@ -11,7 +11,8 @@ if (process.env.CI && !postgresBin()) throw new Error("CI is set but the Postgre
  * DESIGN §10: IAM's browser pages answer a 503 HTML page with Retry-After while the database is
  * down, never a 500 (issue 26 met 500s on /account, /onboarding, /invitations/…, /device and the
  * sign-in form), and answer as before once it is back, with no restart. A PostgreSQL server of the
- * test's own is stopped and started again.
+ * test's own is stopped and started again. The auth library's JSON routes answer the API's 503
+ * UPSTREAM_UNAVAILABLE in the outage, never a 500.
  */
 describe.skipIf(!postgresBin())("IAM's pages while the database is down", () => {
   let server: PrivatePostgres;
@@ -85,6 +86,13 @@ describe.skipIf(!postgresBin())("IAM's pages while the database is down", () => 
       }
       // a page that needs no database still works: the sign-in form of a signed-out browser
       expect((await new PageBrowser(iam).get("/sign-in")).status).toBe(200);
+      // and the library's JSON routes, which keep the cause of their failures to themselves, are 503 too
+      for (const path of ["/api/auth/get-session", "/api/auth/list-sessions", "/api/auth/organization/list"]) {
+        const answer = await call(iam, "GET", path, { token: newcomer.token });
+        expect(answer.status, `${path}: ${JSON.stringify(answer.body)}`).toBe(503);
+        expect(answer.body.error.code, path).toBe("UPSTREAM_UNAVAILABLE");
+        expect(Number(answer.headers.get("retry-after")), path).toBeGreaterThanOrEqual(1);
+      }
     } finally {
       await server.start();
     }

@@ -2,13 +2,13 @@ import type { Context } from "hono";
 import { deleteCookie, getCookie } from "hono/cookie";
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
-import { sql } from "drizzle-orm";
-import { ApiError, forbidden, isUnreachable, loggableError } from "@core/kit";
+import { ApiError, forbidden, loggableError } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { requireSession, requireTrustedOrigin, sessionTokenFromCookie, type SessionCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { browserBinding, CSRF_FIELD, csrfToken, csrfTokenMatches, type CsrfBinding } from "./csrf.js";
 import { MessagePage, type Viewer } from "./layout.js";
+import { isOutage, OUTAGE_RETRY_SECONDS } from "../outage.js";
 import { REVOKED_NOTICE, REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 
 type Markup = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -126,24 +126,6 @@ const TITLES: Record<number, string> = {
   503: "Temporarily unavailable",
 };
 
-/** How long a browser is told to wait when a dependency is down (the kit's JSON answers say the same). */
-const OUTAGE_RETRY_SECONDS = 5;
-
-/**
- * Whether a failure happened because a dependency is down: the error says so (the kit's
- * isUnreachable), or the database does not answer now. The auth library turns some of its
- * database failures into a bare 500 without their cause; asking the database tells them apart
- * from a bug.
- */
-async function isOutage(ctx: IamContext, err: unknown): Promise<boolean> {
-  if (isUnreachable(err)) return true;
-  try {
-    await ctx.db.execute(sql`select 1`);
-    return false;
-  } catch (probe) {
-    return isUnreachable(probe) !== null;
-  }
-}
 
 /**
  * Failures of a page handler become pages, never JSON: the handler's own ApiErrors with their
@@ -164,7 +146,7 @@ export async function pageFailure(c: Context, ctx: IamContext, err: unknown, vie
     const page = <MessagePage title={TITLES[err.status] ?? "Something went wrong"} viewer={err.status === 401 ? null : viewer} kind="error" message={message} next={next} />;
     return render(c, page, err.status as 400);
   }
-  if (await isOutage(ctx, err)) {
+  if (await isOutage(ctx.db, err)) {
     ctx.logger.warn({ requestId: c.get("requestId"), err: loggableError(err) }, "a page's dependency is unreachable");
     c.header("retry-after", String(OUTAGE_RETRY_SECONDS));
     const message = "This page cannot be shown right now: a service it depends on is unreachable. Try again in a moment.";
