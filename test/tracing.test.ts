@@ -10,6 +10,10 @@ import { createApp as createRegistry } from "../services/platform-registry/src/a
 import { migrationsFolder as registryMigrations } from "../services/platform-registry/src/index.js";
 import { freePort, REGISTRY_SECRET, testConfig, uniqueEmail } from "../services/iam/test/support/harness.js";
 import { startRegistry } from "../services/platform-registry/test/support/registry.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { launch, replicaPorts, type Launched } from "./support/launched.js";
 
 /**
  * W3C Trace Context across services (DESIGN §10): a request to the platform registry that makes it
@@ -217,6 +221,49 @@ describe("spans exported over OTLP", { timeout: 60_000 }, () => {
     expect(iamLine.spanId).toBe(iamServer.spanId);
     // the service token the registry fetched on the way is in the trace too
     expect(trace.some((span) => span.service === "iam" && span.name === "POST /api/core/service-token")).toBe(true);
+  });
+});
+
+describe("spans exported by `npm start`", { timeout: 120_000 }, () => {
+  let collector: Awaited<ReturnType<typeof startCollector>>;
+  let launched: Launched;
+  const dataDir = mkdtempSync(join(tmpdir(), "core-tracing-"));
+  afterAll(async () => {
+    await launched?.stop();
+    await collector?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  // the bundles load the SDK from node_modules (scripts/build.mjs leaves it out): this is that path
+  it("each service of the one process sends its spans under its own service.name, one trace across them, and logs the trace id", async () => {
+    collector = await startCollector();
+    const ports = await replicaPorts(1);
+    launched = launch({ ...ports.env, CORE_DATA_DIR: dataDir, OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: "100" });
+    await launched.running;
+    const response = await fetch(`${ports.url("platform-registry", 0)}/platforms`, {
+      headers: { authorization: "Bearer not-a-session-of-iam", traceparent: `00-${TRACE_ID}-${CALLER_SPAN}-01` },
+    });
+    expect(response.status).toBe(401); // IAM was asked, and said no
+    await response.body?.cancel();
+    await launched.stop(); // SIGTERM: what is buffered goes out
+
+    const trace = collector.spans().filter((span) => span.traceId === TRACE_ID);
+    const server = trace.find((span) => span.service === "platform-registry" && span.kind === SERVER)!;
+    expect(server).toMatchObject({ name: "GET /platforms", parentSpanId: CALLER_SPAN });
+    const check = trace.find((span) => span.service === "iam" && span.name === "POST /api/validate-session")!;
+    const call = trace.find((span) => span.spanId === check.parentSpanId)!;
+    expect(call).toMatchObject({ service: "platform-registry", kind: CLIENT, parentSpanId: server.spanId });
+    const logged = launched
+      .output()
+      .split("\n")
+      .filter((line) => line.includes(`"traceId":"${TRACE_ID}"`))
+      .map((line) => JSON.parse(line) as LogLine & { service: string });
+    expect(logged).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ service: "platform-registry", path: "/platforms", spanId: server.spanId }),
+        expect.objectContaining({ service: "iam", path: "/api/validate-session", spanId: check.spanId }),
+      ]),
+    );
   });
 });
 
