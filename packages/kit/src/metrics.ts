@@ -107,7 +107,7 @@ export class ServiceMetrics {
   /** each gauge source's read in the current scrape, by name (`core_metrics_source_up`) */
   private readonly sources = new Map<string, () => Promise<unknown>>();
 
-  constructor(service: string, options: { processMetrics?: boolean; databasePool?: () => DatabasePoolStats } = {}) {
+  constructor(service: string, options: { processMetrics?: boolean; databasePool?: () => DatabasePoolStats | null } = {}) {
     this.registry.setDefaultLabels({ service });
     if (options.processMetrics) for (const metric of processMetricsRegistry().getMetricsAsArray()) this.registry.registerMetric(metric as unknown as Parameters<Registry["registerMetric"]>[0]);
     this.register("http_requests_total", "HTTP requests answered, by route pattern and status", "counter", () => this.requestSamples());
@@ -161,16 +161,19 @@ export class ServiceMetrics {
     this.sources.set(source.name, reading);
   }
 
-  private poolGauges(pool: () => DatabasePoolStats): void {
-    this.register("core_db_pool_connections", "Database connections of this process's pool, by state (busy: lent to a query or transaction); their sum is the pool's size now", "gauge", () => {
-      const now = pool();
-      return [
-        { labels: { state: "busy" }, value: now.busy },
-        { labels: { state: "idle" }, value: now.idle },
-      ];
-    });
-    this.register("core_db_pool_max_connections", "Connections the database pool may open", "gauge", () => [{ labels: {}, value: pool().max }]);
-    this.register("core_db_pool_waiting", "Queries or transactions waiting for a database connection", "gauge", () => [{ labels: {}, value: pool().waiting }]);
+  /** the pool's gauges; a database without a pool (the embedded one) shows none */
+  private poolGauges(pool: () => DatabasePoolStats | null): void {
+    const gauge = (name: string, help: string, samples: (now: DatabasePoolStats) => Sample[]) =>
+      this.register(name, help, "gauge", () => {
+        const now = pool();
+        return now ? samples(now) : [];
+      });
+    gauge("core_db_pool_connections", "Database connections of this process's pool, by state (busy: lent to a query or transaction); their sum is the pool's size now", (now) => [
+      { labels: { state: "busy" }, value: now.busy },
+      { labels: { state: "idle" }, value: now.idle },
+    ]);
+    gauge("core_db_pool_max_connections", "Connections the database pool may open", (now) => [{ labels: {}, value: now.max }]);
+    gauge("core_db_pool_waiting", "Queries or transactions waiting for a database connection", (now) => [{ labels: {}, value: now.waiting }]);
   }
 
   /** Counts one answered request. */

@@ -22,56 +22,21 @@ export interface DatabaseHandle {
 
 /** The connections of a database at one moment, for `core_db_pool_*` (DESIGN §10). */
 export interface PoolStats {
-  /** connections it may open: the pool's size; PGlite is one connection */
+  /** connections it may open: the pool's size */
   max: number;
   /** lent to a query or a transaction */
   busy: number;
   idle: number;
-  /** queries and transactions waiting for a connection (PGlite: queued behind the one running) */
+  /** queries and transactions waiting for a connection */
   waiting: number;
 }
 
-/** PGlite's queue, counted as queries and transactions enter and leave it (openPglite). */
-const pgliteQueues = new WeakMap<object, { entered: number; running: number }>();
-
-/**
- * The pool statistics of a database opened by `openDatabase`: node-postgres's pool counts for
- * PostgreSQL; for PGlite, its one connection and what waits for it. Reads memory only.
- */
-export function poolStats(db: Db): PoolStats {
+export function poolStats(db: Db): PoolStats | null {
   const client = (db as unknown as { $client?: unknown }).$client;
   if (client instanceof pg.Pool) {
     return { max: client.options.max ?? 10, busy: client.totalCount - client.idleCount, idle: client.idleCount, waiting: client.waitingCount };
   }
-  const queue = client ? pgliteQueues.get(client) : undefined;
-  if (!queue) return { max: 1, busy: 0, idle: 1, waiting: 0 };
-  return { max: 1, busy: queue.running, idle: 1 - queue.running, waiting: queue.entered - queue.running };
-}
-
-/**
- * Counts what enters PGlite's one lane: every query, exec and transaction of PGlite passes through
- * `_runExclusiveTransaction` (a mutex), so entered minus running is what waits. The cost is one
- * promise per statement, beside PGlite's own tens of microseconds.
- */
-function countQueue(client: PGlite): void {
-  const exclusive = (client as unknown as { _runExclusiveTransaction?: <T>(fn: () => Promise<T>) => Promise<T> })._runExclusiveTransaction;
-  // another PGlite may name it otherwise: its statistics are then the idle default
-  if (typeof exclusive !== "function") return;
-  const queue = { entered: 0, running: 0 };
-  pgliteQueues.set(client, queue);
-  const run = exclusive.bind(client);
-  (client as unknown as { _runExclusiveTransaction: typeof exclusive })._runExclusiveTransaction = <T>(fn: () => Promise<T>) => {
-    queue.entered++;
-    return run(async () => {
-      queue.running++;
-      try {
-        return await fn();
-      } finally {
-        queue.running--;
-        queue.entered--;
-      }
-    });
-  };
+  return null;
 }
 
 export interface DatabaseConfig {
@@ -110,7 +75,6 @@ async function openPglite(dir: string | undefined, release: () => Promise<void>)
   const archive = dir ? null : await pgliteTemplateArchive();
   const client = dir ? new PGlite(dir) : archive ? new PGlite({ loadDataDir: archive }) : new PGlite();
   await client.waitReady;
-  countQueue(client);
   const db = drizzlePglite({ client }) as unknown as Db;
   let closed = false;
   return {
