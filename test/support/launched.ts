@@ -26,7 +26,8 @@ export interface Launched {
 export function launch(env: NodeJS.ProcessEnv, args: string[] = []): Launched {
   const child = spawn(process.execPath, ["scripts/start.mjs", ...args], {
     cwd: ROOT,
-    env: { ...process.env, NODE_ENV: "production", LOG_LEVEL: "info", ...env },
+    // a pooled connection's budget that holds on a loaded machine (issue 26); a test may set its own
+    env: { ...process.env, NODE_ENV: "production", LOG_LEVEL: "info", CORE_DB_POOL_WAIT_SECONDS: "60", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -19,6 +19,8 @@ export const SERVICES = {
 export const DEFAULT_BASE_PORT = 4100;
 /** How long start-up waits for the database by default (`CORE_DB_WAIT_SECONDS`). */
 export const DEFAULT_DB_WAIT_SECONDS = 60;
+/** How long a query waits for a pooled PostgreSQL connection by default (`CORE_DB_POOL_WAIT_SECONDS`). */
+export const DEFAULT_DB_POOL_WAIT_SECONDS = 5;
 
 export type ServiceName = keyof typeof SERVICES;
 
@@ -28,6 +30,8 @@ export interface CommonConfig {
   databaseUrl: string | undefined;
   /** how long start-up retries a database that does not answer (`CORE_DB_WAIT_SECONDS`; 0: one try) */
   databaseWaitSeconds: number;
+  /** how long a query waits for a PostgreSQL connection of the pool before it fails as unavailable, a 503 (`CORE_DB_POOL_WAIT_SECONDS`) */
+  databasePoolWaitSeconds: number;
   port(service: ServiceName): number;
   /** the public base URL of a service (`CORE_<NAME>_URL` or its former name, else http://localhost:<port>) */
   url(service: ServiceName): string;
@@ -65,6 +69,7 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
   }
   const basePort = integerEnv(env, "CORE_BASE_PORT", DEFAULT_BASE_PORT, 1, 65535 - SERVICES.vault.offset, "a port number");
   const databaseWaitSeconds = integerEnv(env, "CORE_DB_WAIT_SECONDS", DEFAULT_DB_WAIT_SECONDS, 0, 86_400, "a number of seconds");
+  const databasePoolWaitSeconds = integerEnv(env, "CORE_DB_POOL_WAIT_SECONDS", DEFAULT_DB_POOL_WAIT_SECONDS, 1, 600, "a number of seconds");
   const port = (service: ServiceName) => integerEnv(env, SERVICES[service].portVar, basePort + SERVICES[service].offset, 0, 65535, "a port number");
   const url = (service: ServiceName) => {
     const spec: { urlVar: string; formerUrlVar?: string } = SERVICES[service];
@@ -87,7 +92,7 @@ export function loadCommonConfig(env: NodeJS.ProcessEnv = process.env): CommonCo
     port(service);
     url(service);
   }
-  return { host, dataDir, databaseUrl, databaseWaitSeconds, port, url };
+  return { host, dataDir, databaseUrl, databaseWaitSeconds, databasePoolWaitSeconds, port, url };
 }
 
 /**

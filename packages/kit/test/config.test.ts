@@ -160,6 +160,14 @@ describe("loadCommonConfig", () => {
     expect(loadCommonConfig({ CORE_DB_WAIT_SECONDS: "300" }).databaseWaitSeconds).toBe(300);
   });
 
+  it("lets a query wait 5 s for a pooled connection by default; CORE_DB_POOL_WAIT_SECONDS sets it, and refuses 0 or words", () => {
+    expect(loadCommonConfig({}).databasePoolWaitSeconds).toBe(5);
+    expect(loadCommonConfig({ CORE_DB_POOL_WAIT_SECONDS: "60" }).databasePoolWaitSeconds).toBe(60);
+    for (const raw of ["0", "five", "601"]) {
+      expect((failureOf({ CORE_DB_POOL_WAIT_SECONDS: raw }) as Error).message).toBe(`CORE_DB_POOL_WAIT_SECONDS must be a number of seconds (1-600), got "${raw}"`);
+    }
+  });
+
   it.each(["-1", "ten", "1.5", "86401"])("refuses CORE_DB_WAIT_SECONDS=%s with a ConfigError naming it", (raw) => {
     const err = failureOf({ CORE_DB_WAIT_SECONDS: raw });
     expect(err).toBeInstanceOf(ConfigError);

@@ -93,7 +93,10 @@ export async function runServices(options: RunOptions, logger: Logger): Promise<
   const needsDatabase = eager ? eager.some(([, module]) => module.migrationsFolder !== undefined) : lazy!.withTables;
   const say = options.say ?? ((line: string) => process.stderr.write(`${line}\n`));
   const opening = needsDatabase
-    ? openDatabaseWhenUp({ url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir }, { seconds: common.databaseWaitSeconds, say })
+    ? openDatabaseWhenUp(
+        { url: common.databaseUrl, dataDir: common.databaseUrl ? undefined : common.dataDir, poolWaitMs: common.databasePoolWaitSeconds * 1000 },
+        { seconds: common.databaseWaitSeconds, say },
+      )
     : null;
   // awaited below; until then a failure must not count as unhandled
   opening?.catch(() => {});

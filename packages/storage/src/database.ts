@@ -46,6 +46,11 @@ export interface DatabaseConfig {
   dataDir?: string;
   /** PostgreSQL pool size per process */
   poolSize?: number;
+  /**
+   * how long a PostgreSQL query waits for a connection of the pool (a free one, or a new one being
+   * made) before it fails as unavailable, which the services answer with a 503; default 5 s
+   */
+  poolWaitMs?: number;
 }
 
 /**
@@ -53,7 +58,7 @@ export interface DatabaseConfig {
  * in the data directory (holding its lock, since PGlite has none of its own), else PGlite in memory.
  */
 export async function openDatabase(config: DatabaseConfig): Promise<DatabaseHandle> {
-  if (config.url) return openPostgres(config.url, config.poolSize ?? 10);
+  if (config.url) return openPostgres(config.url, config.poolSize ?? 10, config.poolWaitMs ?? 5_000);
   if (config.dataDir) {
     mkdirSync(config.dataDir, { recursive: true });
     const release = await lockDataDir(config.dataDir);
@@ -92,8 +97,8 @@ async function openPglite(dir: string | undefined, release: () => Promise<void>)
   };
 }
 
-async function openPostgres(url: string, max: number): Promise<DatabaseHandle> {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+async function openPostgres(url: string, max: number, waitMs: number): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: waitMs });
   // A client that loses its server must not crash the process. The pool listens on its idle
   // clients; a lent one (a transaction's) gets no listener from the pool, and node-postgres throws
   // its "error" when the server ends it. Its queries fail anyway and the pool drops it on release.
