@@ -23,6 +23,7 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
     readinessChecks: [databaseReadyCheck(ctx.db, SERVICE_ID, migrationsFolder)],
     metrics,
   });
+  await app.ctx.serviceTokens.prepare();
   metrics.addGaugeSource(workerBacklogSource("iam_worker", async () => [await interruptedSetupsBacklog(ctx.db, app.ctx.clock.now(), config.orgSetupRecoveryMs)]));
   // set-ups a process left half-way are finished by whichever replica looks first (org-setup-recovery.ts)
   const sweep = setInterval(() => {

@@ -46,6 +46,15 @@ export class ServiceTokens implements ServiceTokenSource {
     return token;
   }
 
+  /**
+   * Makes sure a signing key exists before IAM takes requests (the auth library makes its first key
+   * when the key set is first read): the key set other services fetch is then never empty, and the
+   * first service token is not signed with a key minted after they fetched it.
+   */
+  async prepare(): Promise<void> {
+    await this.keys();
+  }
+
   /** IAM's own calls to other services (org-setup → platform registry) mint tokens locally. */
   tokenFor(targetService: string): Promise<string> {
     return this.issue("iam", targetService);
