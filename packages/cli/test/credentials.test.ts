@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { readCredential, withCredentialLock, writeCredential, type Credential } from "../src/credentials.js";
 import { CliFailure } from "../src/failures.js";
-import { DEFAULT_IAM_URL, readSettings, resolveIamUrl } from "../src/settings.js";
+import { DEFAULT_IAM_URL, readSettings, resolveBillingUrl, resolveIamUrl, resolveStackRegistryUrl } from "../src/settings.js";
 import { removeScratchDirs, scratchDir } from "./support/cli.js";
 
 const credential: Credential = {
@@ -99,6 +99,16 @@ describe("settings", () => {
     expect(resolveIamUrl(undefined, withEnv)).toBe("https://iam.example.com");
     expect(resolveIamUrl(undefined, readSettings({}))).toBe(DEFAULT_IAM_URL);
     expect(DEFAULT_IAM_URL).toBe("http://localhost:4100");
+  });
+
+  it("follows CORE_BASE_PORT for the addresses nothing names, as the services do; a named one wins", () => {
+    const moved = readSettings({ CORE_BASE_PORT: "5100" });
+    expect(resolveIamUrl(undefined, moved)).toBe("http://localhost:5100");
+    expect(resolveBillingUrl(undefined, moved)).toBe("http://localhost:5200");
+    expect(resolveStackRegistryUrl(undefined, moved)).toBe("http://localhost:5300");
+    expect(resolveStackRegistryUrl(undefined, readSettings({ CORE_BASE_PORT: "5100", CORE_STACK_REGISTRY_URL: "http://registry.example" }))).toBe("http://registry.example");
+    expect(resolveBillingUrl(undefined, readSettings({}))).toBe("http://localhost:4200");
+    for (const raw of ["0", "x", "65200", "41.5"]) expect(() => readSettings({ CORE_BASE_PORT: raw })).toThrow(`CORE_BASE_PORT must be a port number, got "${raw}".`);
   });
 
   it("keeps a path prefix of the IAM address", () => {
