@@ -234,7 +234,8 @@ export class WebhookDispatcher {
     const began = performance.now();
     const took = () => Math.round(performance.now() - began);
     try {
-      // a redirect is the endpoint's answer, never followed: its address would be another place to reach
+      // a redirect is the endpoint's answer, never followed: its address would be another place to reach.
+      // No traceparent: the endpoint is an operator's or tenant's, not one of our services (ADR 0020)
       const res = await fetch(url, {
         dispatcher: this.agent,
         method: "POST",
