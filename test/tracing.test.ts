@@ -169,7 +169,7 @@ describe("spans exported over OTLP", { timeout: 60_000 }, () => {
   let collector: Awaited<ReturnType<typeof startCollector>>;
   let pair: Awaited<ReturnType<typeof startPair>>;
   let tracings: Tracing[] = [];
-  const saved = { ...process.env };
+  const serviceName = process.env.OTEL_SERVICE_NAME;
 
   beforeAll(async () => {
     collector = await startCollector();
@@ -186,7 +186,9 @@ describe("spans exported over OTLP", { timeout: 60_000 }, () => {
     for (const tracing of tracings) await tracing.shutdown();
     await db?.close();
     await collector?.close();
-    process.env = saved;
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    delete process.env.OTEL_BSP_SCHEDULE_DELAY;
+    if (serviceName !== undefined) process.env.OTEL_SERVICE_NAME = serviceName;
   });
 
   it("a request through the registry and IAM arrives as one trace: the registry's server span, its client span to IAM, IAM's server span under it", async () => {

@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger, createServiceApp, exportsSpans, fetchTraced, parseTraceparent, retryAfterSeconds, traceOf, UPSTREAM_RETRY_AFTER_SECONDS } from "@core/kit";
+import { createLogger, createServiceApp, exportsSpans, fetchTraced, idsOnlyTracing, parseTraceparent, retryAfterSeconds, startTracing, traceOf, UPSTREAM_RETRY_AFTER_SECONDS } from "@core/kit";
 
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID = "00f067aa0ba902b7";
@@ -142,6 +142,17 @@ describe("when spans are exported", () => {
     expect(exportsSpans({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" })).toBe(false);
     expect(exportsSpans({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_TRACES_EXPORTER: "none" })).toBe(false);
     expect(exportsSpans({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_TRACES_EXPORTER: "console,otlp" })).toBe(true);
+  });
+
+  it("without an endpoint, startTracing answers the ids-only tracing and exports nothing", async () => {
+    expect(await startTracing("tracing-test", {})).toBe(idsOnlyTracing);
+  });
+
+  it("refuses OTLP over gRPC with a sentence, rather than sending JSON to a gRPC port", async () => {
+    await expect(startTracing("tracing-test", { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).rejects.toMatchObject({
+      name: "ConfigError",
+      message: expect.stringContaining("OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported"),
+    });
   });
 });
 
