@@ -27,6 +27,8 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
   let receiver: Server;
   const received: string[] = [];
   let operator: Person;
+  /** every credential this run handed out or tried: none may appear in a log line (issue 26) */
+  const secrets = new Set<string>([PASSWORD]);
 
   const post = async (base: string, path: string, body: unknown, token?: string) =>
     fetch(`${base}${path}`, {
@@ -50,6 +52,8 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
     const response = await post(at("iam", replica), "/api/auth/sign-up/email", { email, password: PASSWORD, name: email.split("@")[0] });
     const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0]!;
     const body = await json(response);
+    secrets.add(body.token);
+    secrets.add(decodeURIComponent(cookie.slice(cookie.indexOf("=") + 1)));
     return { token: body.token, userId: body.user.id, email, cookie };
   };
   const rows = async <T>(text: string, values: unknown[] = []) => (await sql.query(text, values)).rows as T[];
@@ -145,6 +149,7 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
     // wrong API keys: 30 a minute per service and client address (CORE_RATE_LIMIT_APIKEY_FAILURES)
     const keys: number[] = [];
     for (let i = 0; i < 32; i++) {
+      secrets.add(`core_wrong${i}`);
       const response = await fetch(`${at("platform-registry", i % 2)}/platforms`, { headers: { "x-api-key": `core_wrong${i}` } });
       await response.body?.cancel();
       keys.push(response.status);
@@ -186,7 +191,8 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
   });
 
   it("renews, syncs tiers and delivers webhooks once, with both replicas' workers running", async () => {
-    await json(await post(at("billing", 0), "/operator/webhook-endpoints", { url: `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook` }, operator.token));
+    const endpoint = await json(await post(at("billing", 0), "/operator/webhook-endpoints", { url: `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook` }, operator.token));
+    secrets.add(endpoint.secret);
     const platforms: string[] = [];
     for (let i = 0; i < 4; i++) {
       const owner = await signUp(`renewed${i}@replicas.example`, i % 2);
@@ -248,5 +254,13 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
     expect(await rows(`select sum(events)::int as events, sum(quantity) = 2000 as exact from billing.usage_pruned where platform_id = $1 and meter = 'api_requests'`, [setup.platformId])).toEqual([
       { events: 2_000, exact: true },
     ]);
+  });
+
+  it("wrote no credential of the whole run in any log line: session tokens, cookies, passwords, guessed API keys, webhook secrets", () => {
+    const output = replicas.output();
+    expect(output.split("\n").length).toBeGreaterThan(500);
+    expect(secrets.size).toBeGreaterThan(20);
+    for (const secret of secrets) expect(secret.length).toBeGreaterThan(8);
+    expect([...secrets].filter((secret) => output.includes(secret))).toEqual([]);
   });
 });
