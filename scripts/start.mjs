@@ -37,7 +37,9 @@ function needsBuild() {
   });
 }
 
-if (needsBuild()) {
+// a replica (CORE_REPLICA, set by its supervisor) runs what its supervisor built: one started again
+// never rebuilds sources changed since, nor runs other code than its siblings
+if (!process.env.CORE_REPLICA && needsBuild()) {
   const started = Date.now();
   const { bundle, bundleCli, launcherEntry } = await import("./build.mjs");
   await Promise.all([bundle(launcherEntry.in, `${launcherEntry.out}.js`, { dependencies: "bundled" }), bundleCli()]);

@@ -1,6 +1,5 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { ConfigError, type ServiceName } from "@core/kit";
 import { runUntilStopped, type ServiceModule } from "./run.js";
 import { MAX_REPLICAS, superviseReplicas, type ReadyMessage } from "./replicas.js";
@@ -84,9 +83,7 @@ async function runReplicas(raw: string): Promise<never> {
   const args = process.argv.slice(2).filter((arg, i, all) => !arg.startsWith("--replicas") && all[i - 1] !== "--replicas");
   let replicas: Awaited<ReturnType<typeof superviseReplicas>>;
   try {
-    // each replica runs this bundle itself, not scripts/start.mjs and its build check: one started
-    // again runs the code the others run, never a rebuild of sources changed since
-    replicas = await superviseReplicas({ replicas: count, services: names, args, script: fileURLToPath(import.meta.url) });
+    replicas = await superviseReplicas({ replicas: count, services: names, args });
   } catch (err) {
     // a replica that failed said why itself; a port beyond 65535 is said here
     if (err instanceof ConfigError) console.error(`core: ${err.message}`);
