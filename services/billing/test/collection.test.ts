@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { eq } from "drizzle-orm";
+import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listen } from "@core/kit";
 import { testDatabases } from "@core/storage";
@@ -241,7 +241,7 @@ describe.each(testDatabases())("collection's routes ($name)", (database) => {
     const endpoint = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: "http://127.0.0.1:9/hooks", events: ["invoice.payment_pending", "invoice.marked_uncollectible", "invoice.paid"] } });
     expect(endpoint.status).toBe(201);
     const eventsOf = async (invoiceId: string) =>
-      (await b.db.select().from(webhookEvents)).filter((e) => (e.data as { id?: string }).id === invoiceId).map((e) => [e.type, (e.data as { status: string }).status]);
+      (await b.db.select().from(webhookEvents).orderBy(asc(webhookEvents.createdAt))).filter((e) => (e.data as { id?: string }).id === invoiceId).map((e) => [e.type, (e.data as { status: string }).status]);
     // an answer lost: pending, then paid once the check finds the charge
     const { platformId, subscription } = await b.upgraded("plan_starter");
     await b.call("POST", "/payment-methods/pm_card_core_answerLost/attach", { headers: op, body: { customerId: subscription.customerId, setAsDefault: true } });
