@@ -258,7 +258,7 @@ describe.skipIf(!url)("two replicas of every service on one PostgreSQL", { timeo
 
   it("wrote no credential of the whole run in any log line: session tokens, cookies, passwords, guessed API keys, webhook secrets", () => {
     const output = replicas.output();
-    expect(output.split("\n").length).toBeGreaterThan(500);
+    expect(output.split("\n").length).toBeGreaterThan(200);
     expect(secrets.size).toBeGreaterThan(20);
     for (const secret of secrets) expect(secret.length).toBeGreaterThan(8);
     expect([...secrets].filter((secret) => output.includes(secret))).toEqual([]);

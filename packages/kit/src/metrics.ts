@@ -120,15 +120,28 @@ export class ServiceMetrics {
     return new Counter({ name, help, labelNames, registers: [this.registry] });
   }
 
+  /**
+   * Names the jobs a worker of this service runs, so each one's `core_worker_pass_duration_seconds`
+   * series is there at 0 from the start: an alert on passes that stopped (`increase(…_count) == 0`)
+   * then also fires for a replica whose worker never ran, where an absent series would say nothing.
+   */
+  workerJobs(...jobs: string[]): void {
+    const passes = this.passHistogram();
+    for (const job of jobs) passes.zero({ job });
+  }
+
   /** Runs one pass of a worker's job, observing how long it took in `core_worker_pass_duration_seconds{job}`, failed or not. */
   async timePass<T>(job: string, pass: () => Promise<T>): Promise<T> {
-    this.passes ??= new Histogram({ name: "core_worker_pass_duration_seconds", help: "How long one pass of a worker's job took, by job", labelNames: ["job"], buckets: PASS_BUCKETS, registers: [this.registry] });
-    const end = this.passes.startTimer({ job });
+    const end = this.passHistogram().startTimer({ job });
     try {
       return await pass();
     } finally {
       end();
     }
+  }
+
+  private passHistogram(): Histogram<"job"> {
+    return (this.passes ??= new Histogram({ name: "core_worker_pass_duration_seconds", help: "How long one pass of a worker's job took, by job", labelNames: ["job"], buckets: PASS_BUCKETS, registers: [this.registry] }));
   }
 
   /**

@@ -104,10 +104,12 @@ export function createApp(deps: BillingDeps) {
     ["trials ending", async () => noteTrialsEnding(deps.db, await time.now())],
     ["webhook deliveries", () => webhooks.pass()],
   ];
+  // each side work is a job of its own in core_worker_pass_duration_seconds (tier_sync, webhook_deliveries …)
+  const jobOf = (name: string) => name.replaceAll(" ", "_");
+  metrics.service.workerJobs("renewals", ...sideWork.map(([name]) => jobOf(name)));
   const worker = new BillingWorker(engine, deps.config.workerIntervalMs, deps.logger, async () => {
     for (const [name, work] of sideWork) {
-      // each side work is a job of its own in core_worker_pass_duration_seconds (tier_sync, webhook_deliveries …)
-      await metrics.service.timePass(name.replaceAll(" ", "_"), work).catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
+      await metrics.service.timePass(jobOf(name), work).catch((err: unknown) => deps.logger.error({ err: (err as Error).message, work: name }, "billing side work failed; tried again next pass"));
     }
   });
   const ctx: BillingContext = {

@@ -63,6 +63,10 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
     }
     expect(valueOf(samples, "core_metrics_source_up", { source: "billing_worker" })).toBe(1);
     expect(valueOf(samples, "core_metrics_source_up", { source: "billing_outbox" })).toBe(1);
+    // every job's pass series is there before its first pass (at 0), so "passes stopped" can alert on it
+    for (const job of ["renewals", "tier_sync", "webhook_deliveries", "usage_retention"]) {
+      expect(valueOf(samples, "core_worker_pass_duration_seconds_count", { job }), job).toBe(0);
+    }
   });
 
   it("shows a webhook delivery pending, due and ageing until the dispatcher delivers it", async () => {

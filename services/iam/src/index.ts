@@ -26,6 +26,7 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
   await app.ctx.serviceTokens.prepare();
   metrics.addGaugeSource(workerBacklogSource("iam_worker", async () => [await interruptedSetupsBacklog(ctx.db, app.ctx.clock.now(), config.orgSetupRecoveryMs)]));
   // set-ups a process left half-way are finished by whichever replica looks first (org-setup-recovery.ts)
+  metrics.workerJobs("org_setup_recovery");
   const sweep = setInterval(() => {
     metrics.timePass("org_setup_recovery", () => finishInterruptedSetups(app.ctx, config.orgSetupRecoveryMs)).catch((err: unknown) =>
       ctx.logger.warn({ err: (err as Error).message }, "could not finish interrupted organization set-ups; tried again later"),
