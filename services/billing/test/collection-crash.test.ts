@@ -49,11 +49,18 @@ describe.skipIf(!postgres)("collection killed with SIGKILL (postgres)", () => {
     for (let round = 0; round < ROUNDS; round++) {
       const running = await startChild();
       const exited = new Promise((resolve) => running.process.on("exit", resolve));
-      const killer = setTimeout(() => running.process.kill("SIGKILL"), randomInt(300, 2_500));
+      // the kill comes once a chosen request of the round is on its way (then up to 30 ms later, or at
+      // once in the first round), so it lands mid-collection however fast the machine answers; a
+      // timer alone missed every request of every round on a quiet machine
+      const killAt = randomInt(1, 2 * PLATFORMS_PER_ROUND + 1);
+      let sentThisRound = 0;
+      let killer: NodeJS.Timeout | undefined;
       const send = async (request: Sent) => {
         sent.push(request);
         try {
-          const res = await fetch(`${running.url}${request.path}`, { method: request.method, headers: { ...request.headers, "content-type": "application/json" }, body: JSON.stringify(request.body) });
+          const answer = fetch(`${running.url}${request.path}`, { method: request.method, headers: { ...request.headers, "content-type": "application/json" }, body: JSON.stringify(request.body) });
+          if (++sentThisRound === killAt) killer = setTimeout(() => running.process.kill("SIGKILL"), round === 0 ? 0 : randomInt(0, 30));
+          const res = await answer;
           await res.text();
           // whatever it answers, never a failure of its own: its result, a refusal, or "not known yet"
           expect(res.status).not.toBe(500);
