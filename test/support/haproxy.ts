@@ -1,9 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ServiceName } from "@core/kit";
+import { freePort } from "../../services/iam/test/support/harness.js";
+
+export { freePort };
 
 /** Debian's HAProxy (`apt-get install -y haproxy`; `.ci/run` installs it). */
 export const HAPROXY = ["/usr/sbin/haproxy", "/usr/bin/haproxy"].find((path) => existsSync(path)) ?? null;
@@ -39,16 +42,6 @@ export function localConfig(options: { frontends: Record<ServiceName, number>; s
     .join("\n");
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Balancer {
   child: ChildProcess;
