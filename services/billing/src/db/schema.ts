@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, date, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, date, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * What an invoice makes true once it is paid (DESIGN §6.9), applied in the transaction that marks it
@@ -27,6 +27,44 @@ export type Intent =
   | { kind: "renewal" }
   | { kind: "manual" };
 
+/** A postal address as invoices print it (DESIGN §6.11); `country` is ISO 3166-1 alpha-2, `state` the region's code. */
+export interface Address {
+  line1: string;
+  line2: string | null;
+  city: string;
+  postalCode: string | null;
+  state: string | null;
+  country: string;
+}
+
+/** A buyer's tax id (`eu_vat`, `gb_vat`, `us_ein`, …, Stripe's types) and its value as the buyer wrote it. */
+export interface TaxId {
+  type: string;
+  value: string;
+}
+
+/** How tax applies to a buyer (Stripe's `tax_exempt`): `reverse` is an EU business taxed by its own country. */
+export type TaxExempt = "none" | "exempt" | "reverse";
+
+/** The seller an invoice names (`CORE_BILLING_SELLER`, DESIGN §6.11), copied onto it at finalization. */
+export interface Seller {
+  name: string;
+  addressLines: string[];
+  country: string | null;
+  taxId: string | null;
+  email: string | null;
+  website: string | null;
+}
+
+/** The buyer as an invoice names it, copied from the customer at finalization (DESIGN §6.11). */
+export interface CustomerSnapshot {
+  email: string;
+  name: string | null;
+  address?: Address | null;
+  taxIds?: TaxId[];
+  taxExempt?: TaxExempt;
+}
+
 /** Billing's own Postgres schema (DESIGN §1, §6): the engine's records, whichever provider moves money. */
 export const billing = pgSchema("billing");
 
@@ -48,6 +86,10 @@ export const customers = billing.table(
     balanceCents: cents("balance_cents").notNull().default(0),
     currency: text("currency").notNull().default("usd"),
     defaultPaymentMethodId: text("default_payment_method_id"),
+    /** buyer details (DESIGN §6.11), set by the tenant, the portal or an operator; copied onto each invoice */
+    address: jsonb("address").$type<Address>(),
+    taxIds: jsonb("tax_ids").$type<TaxId[]>().notNull().default([]),
+    taxExempt: text("tax_exempt", { enum: ["none", "exempt", "reverse"] }).notNull().default("none"),
     /** the customer at the payment provider (Stripe's `cus_…`); null on the local provider, or before the first call to Stripe */
     providerCustomerId: text("provider_customer_id"),
     /** the `<PREFIX>` of this customer's invoice numbers */
@@ -186,7 +228,24 @@ export const invoices = billing.table(
     amountCarriedCents: cents("amount_carried_cents").notNull().default(0),
     periodStart: ts("period_start").notNull(),
     periodEnd: ts("period_end").notNull(),
-    customerSnapshot: jsonb("customer_snapshot").$type<{ email: string; name: string | null }>().notNull(),
+    customerSnapshot: jsonb("customer_snapshot").$type<CustomerSnapshot>().notNull(),
+    /** the seller at finalization (DESIGN §6.11); null on a draft and on invoices finalized before sellers were recorded */
+    seller: jsonb("seller").$type<Seller>(),
+    /**
+     * Tax (DESIGN §6.11): the rate that applied (percent, exact), the amount it applied to (the
+     * subtotal without `carried` lines) and why (`exempt` and `reverse` pay none). Null on invoices
+     * made before rates by country.
+     */
+    taxRatePercent: numeric("tax_rate_percent", { precision: 9, scale: 4 }),
+    taxBaseCents: cents("tax_base_cents"),
+    taxTreatment: text("tax_treatment", { enum: ["standard", "exempt", "reverse"] }),
+    /** what credit notes gave back (DESIGN §6.10): to the card, and to the balance; together never more than `amountPaidCents` */
+    amountRefundedCents: cents("amount_refunded_cents").notNull().default(0),
+    amountCreditedCents: cents("amount_credited_cents").notNull().default(0),
+    /** the credit notes numbered so far: the next is `<number>-CN<creditNoteCount + 1>` */
+    creditNoteCount: integer("credit_note_count").notNull().default(0),
+    /** the payment was disputed at the provider (Stripe's `charge.dispute.created`) */
+    disputed: boolean("disputed").notNull().default(false),
     /** dunning (DESIGN §6.3): attempts made, the next retry, the last refusal */
     attemptCount: integer("attempt_count").notNull().default(0),
     nextAttemptAt: ts("next_attempt_at"),
@@ -233,6 +292,8 @@ export const invoices = billing.table(
       .where(sql`${t.reason} in ('subscription_cycle', 'trial_end')`),
     // a platform's period is invoiced for usage once (DESIGN §6.5), whatever races
     uniqueIndex("invoices_one_usage_per_period_key").on(t.platformId, t.periodStart).where(sql`${t.reason} = 'usage'`),
+    // credit notes never give back more than was paid (DESIGN §6.10), whatever a writer does
+    check("invoices_credit_within_paid", sql`${t.amountRefundedCents} + ${t.amountCreditedCents} <= ${t.amountPaidCents}`),
   ],
 );
 
@@ -251,6 +312,8 @@ export const invoiceLines = billing.table(
     quantity: numeric("quantity", { precision: 38, scale: 12 }),
     unitAmountCents: numeric("unit_amount_cents", { precision: 38, scale: 12 }),
     amountCents: cents("amount_cents").notNull(),
+    /** the tax rate on this line (percent); null when the line is outside the tax base (a `carried` line was taxed on its own invoice) */
+    taxRatePercent: numeric("tax_rate_percent", { precision: 9, scale: 4 }),
     periodStart: ts("period_start"),
     periodEnd: ts("period_end"),
   },
@@ -268,7 +331,7 @@ export const balanceLedger = billing.table(
     /** signed: positive raises the balance (credit), negative lowers it (applied, carried debit) */
     amountCents: cents("amount_cents").notNull(),
     currency: text("currency").notNull(),
-    kind: text("kind", { enum: ["credit", "proration_credit", "trial_credit", "applied", "carried", "collected", "restored"] }).notNull(),
+    kind: text("kind", { enum: ["credit", "debit", "proration_credit", "trial_credit", "applied", "carried", "collected", "restored", "credit_note"] }).notNull(),
     description: text("description").notNull(),
     invoiceId: text("invoice_id").references(() => invoices.id),
     balanceAfterCents: cents("balance_after_cents").notNull(),
@@ -301,6 +364,100 @@ export const charges = billing.table(
     createdAt: ts("created_at").notNull(),
   },
   (t) => [uniqueIndex("charges_idempotency_key").on(t.idempotencyKey), index("charges_invoice_idx").on(t.invoiceId)],
+);
+
+/**
+ * Credit notes (DESIGN §6.10): what was given back on a paid invoice, to the card through the
+ * provider or to the customer's balance. A refund to the card is asked for with the provider key
+ * `refund:<id>` after the note is written (`refundState` pending), so a crash or an unknown answer is
+ * asked again with the same key and refunds once. `external` notes record a refund made at the
+ * provider itself (Stripe's `charge.refunded`), found again by its `refundId`.
+ */
+export const creditNotes = billing.table(
+  "credit_notes",
+  {
+    id: text("id").primaryKey(),
+    number: text("number").notNull(),
+    invoiceId: text("invoice_id")
+      .notNull()
+      .references(() => invoices.id),
+    customerId: text("customer_id")
+      .notNull()
+      .references(() => customers.id),
+    currency: text("currency").notNull(),
+    /** everything given back, tax included */
+    amountCents: cents("amount_cents").notNull(),
+    /** the part of `amountCents` that was tax, in proportion to the invoice's */
+    taxCents: cents("tax_cents").notNull(),
+    reason: text("reason", { enum: ["duplicate", "fraudulent", "order_change", "product_unsatisfactory", "external"] }).notNull(),
+    refundTo: text("refund_to", { enum: ["payment_method", "balance"] }).notNull(),
+    status: text("status", { enum: ["issued"] }).notNull(),
+    memo: text("memo"),
+    /** the provider's refund (`re_…`); null for a balance note and until the provider answered */
+    refundId: text("refund_id"),
+    /** a refund to the card: pending until the provider answered, then succeeded or failed; null for a balance note */
+    refundState: text("refund_state", { enum: ["pending", "succeeded", "failed"] }),
+    refundAttempts: integer("refund_attempts").notNull().default(0),
+    refundNextCheckAt: ts("refund_next_check_at"),
+    refundFailure: text("refund_failure"),
+    /** the request that made it: a retry of the request finds it again */
+    requestKey: text("request_key"),
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("credit_notes_number_key").on(t.invoiceId, t.number),
+    uniqueIndex("credit_notes_refund_key").on(t.refundId).where(sql`${t.refundId} is not null`),
+    uniqueIndex("credit_notes_request_key").on(t.requestKey).where(sql`${t.requestKey} is not null`),
+    index("credit_notes_customer_idx").on(t.customerId, t.createdAt),
+    index("credit_notes_refund_due_idx").on(t.refundNextCheckAt).where(sql`${t.refundState} = 'pending'`),
+  ],
+);
+
+/** Refunds as the local provider records them (DESIGN §6.1, §6.10): one per idempotency key, never more than the charge. */
+export const refunds = billing.table(
+  "refunds",
+  {
+    id: text("id").primaryKey(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    chargeId: text("charge_id")
+      .notNull()
+      .references(() => charges.id),
+    amountCents: cents("amount_cents").notNull(),
+    currency: text("currency").notNull(),
+    status: text("status", { enum: ["succeeded", "failed"] }).notNull(),
+    failureCode: text("failure_code"),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("refunds_idempotency_key").on(t.idempotencyKey), index("refunds_charge_idx").on(t.chargeId)],
+);
+
+/**
+ * Billing's mail (DESIGN §6.5, §6.11): receipts, payment failures, trials ending, usage alerts. A mail
+ * is written in the transaction of what it tells, rendered then, and sent by the worker (SMTP or the
+ * outbox folder), so a crash never loses one and `dedupeKey` never writes one twice.
+ */
+export const mailOutbox = billing.table(
+  "mail_outbox",
+  {
+    id: text("id").primaryKey(),
+    kind: text("kind").notNull(),
+    dedupeKey: text("dedupe_key").notNull(),
+    to: text("to").notNull(),
+    subject: text("subject").notNull(),
+    text: text("text").notNull(),
+    createdAt: ts("created_at").notNull(),
+    sentAt: ts("sent_at"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: ts("next_attempt_at").notNull(),
+    leaseUntil: ts("lease_until"),
+    lastError: text("last_error"),
+  },
+  (t) => [
+    uniqueIndex("mail_outbox_dedupe_key").on(t.dedupeKey),
+    index("mail_outbox_due_idx").on(t.nextAttemptAt).where(sql`${t.sentAt} is null`),
+  ],
 );
 
 /**
@@ -559,6 +716,8 @@ export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type InvoiceRow = typeof invoices.$inferSelect;
 export type InvoiceLineRow = typeof invoiceLines.$inferSelect;
 export type PaymentMethodRow = typeof paymentMethods.$inferSelect;
+export type CreditNoteRow = typeof creditNotes.$inferSelect;
+export type MailRow = typeof mailOutbox.$inferSelect;
 export type UsagePeriodRow = typeof usagePeriods.$inferSelect;
 
 /**
@@ -582,6 +741,9 @@ export const webhookEndpoints = billing.table("webhook_endpoints", {
   url: text("url").notNull(),
   events: text("events").array(),
   secret: text("secret").notNull(),
+  /** the secret before the last rotation: deliveries are signed with both until it expires */
+  previousSecret: text("previous_secret"),
+  previousSecretExpiresAt: ts("previous_secret_expires_at"),
   description: text("description"),
   createdAt: ts("created_at").notNull(),
   disabledAt: ts("disabled_at"),
