@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../services/iam/test/support/harness.js";
 
 /** `npm start` as a user runs it: the real launcher process on an embedded data directory. */
@@ -29,7 +29,8 @@ function start(env: NodeJS.ProcessEnv, args: string[] = []): Started {
   return { child, output: () => output, exited };
 }
 
-async function until(check: () => boolean, what: string, ms = 30_000) {
+/** a whole start on a loaded machine (2 cores, two test runs and a build) can take a minute: behaviour is checked here, not speed */
+async function until(check: () => boolean, what: string, ms = 100_000) {
   const deadline = Date.now() + ms;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -59,6 +60,11 @@ describe("npm start", () => {
       CORE_VAULT_URL: `http://127.0.0.1:${vault}`,
       LOG_LEVEL: "warn",
     };
+  });
+  // a test that failed half-way must not leave its launcher holding the ports the next test uses
+  afterEach(async () => {
+    const running = launched.filter((child) => child.exitCode === null && child.signalCode === null);
+    await Promise.all(running.map((child) => new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL")))));
   });
   afterAll(() => {
     for (const child of launched) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
@@ -117,7 +123,7 @@ describe("npm start", () => {
     expect(signIn.status).toBe(200);
     again.child.kill("SIGTERM");
     expect(await again.exited).toBe(0);
-  }, 120_000);
+  }, 300_000);
 
   it("runs the vault alone without the database: nothing is opened or locked in the data directory", async () => {
     const alone = mkdtempSync(join(tmpdir(), "core-vault-only-"));
@@ -136,7 +142,7 @@ describe("npm start", () => {
     } finally {
       rmSync(alone, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 150_000);
 
   it("explains a configuration problem of a service in one line instead of a stack trace", async () => {
     const alone = mkdtempSync(join(tmpdir(), "core-bad-config-"));
