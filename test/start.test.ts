@@ -170,7 +170,7 @@ describe("npm start", () => {
       expect(foreign.output()).toMatch(/^core: listen EADDRNOTAVAIL: address not available 192\.0\.2\.1:\d+\. Check CORE_HOST: it must be an address of this machine\.$/m);
       expect(foreign.output()).not.toMatch(/\n\s+at /);
 
-      await new Promise<void>((resolve) => blocker.listen(Number(env.CORE_VAULT_PORT), "127.0.0.1", resolve));
+      await new Promise<void>((resolve, reject) => (blocker.once("error", reject), blocker.listen(Number(env.CORE_VAULT_PORT), "127.0.0.1", resolve)));
       const taken = start({ ...env, CORE_DATA_DIR: alone }, ["--only", "vault"]);
       expect(await taken.exited).toBe(1);
       expect(taken.output()).toContain(`core: listen EADDRINUSE: address already in use 127.0.0.1:${env.CORE_VAULT_PORT}. Another process uses that port; set CORE_<NAME>_PORT or CORE_BASE_PORT to move it.`);
