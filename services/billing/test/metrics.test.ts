@@ -49,6 +49,7 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
       "core_billing_webhook_deliveries_failed_total",
       "core_billing_webhook_oldest_pending_age_seconds",
       "core_billing_mail_outbox_pending",
+      "core_billing_mail_oldest_pending_age_seconds",
       "core_billing_usage_events_total",
       "core_worker_due_items",
       "core_worker_oldest_due_age_seconds",
@@ -57,7 +58,7 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
     ]) {
       expect(described, name).toContain(name);
     }
-    for (const job of ["renewals", "payment_checks", "dunning_retries", "period_closes", "webhook_deliveries", "usage_alert_mail", "usage_retention", "idempotency_pruning"]) {
+    for (const job of ["renewals", "payment_checks", "dunning_retries", "period_closes", "webhook_deliveries", "mail_outbox", "usage_retention", "idempotency_pruning"]) {
       expect(valueOf(samples, "core_worker_due_items", { job }), job).toBe(0);
       expect(valueOf(samples, "core_worker_oldest_due_age_seconds", { job }), job).toBe(0);
     }
