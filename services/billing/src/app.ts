@@ -1,4 +1,4 @@
-import { ServiceMetrics, createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
+import { ServiceMetrics, createMailer, createServiceApp, silentLogger, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
 import type { CredentialResolvers, ServiceTokenSource } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { PlatformDirectory } from "./access.js";
@@ -94,7 +94,8 @@ export function createApp(deps: BillingDeps) {
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
-  const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
+  // the mail outbox logs each mail by id and kind; the kit's mailer would log its address too
+  const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: silentLogger() });
   const webhooks = new WebhookDispatcher(deps.db, clock, deps.logger, { allowPrivate: deps.config.webhookAllowPrivate, givenUp: () => metrics.webhookGivenUp() });
   const mail = new MailOutbox(deps.db, mailer, deps.logger, () => clock.now());
   // side work of each pass, each on its own: one failing does not hold back the others

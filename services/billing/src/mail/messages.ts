@@ -1,5 +1,6 @@
 import { eq } from "drizzle-orm";
 import type { Db } from "@core/storage";
+import { intentOf } from "../collection.js";
 import { customers, paymentMethods, type InvoiceRow, type SubscriptionRow } from "../db/schema.js";
 import type { Engine } from "../engine.js";
 import { formatMoney } from "../money.js";
@@ -92,7 +93,7 @@ export function reasonInWords(code: string | null, declineCode: string | null): 
  * nothing) are not mailed.
  */
 export async function mailPaymentFailed(tx: Db, engine: Engine, invoice: InvoiceRow, attempt: number): Promise<void> {
-  const kind = invoice.intent?.kind ?? (invoice.reason === "manual" ? "manual" : "renewal");
+  const kind = intentOf(invoice).kind;
   if (kind === "upgrade" || kind === "change_tier" || kind === "seats") return;
   const to = await billingEmailOf(tx, invoice.customerId);
   if (!to) return;

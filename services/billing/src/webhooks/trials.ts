@@ -56,7 +56,8 @@ async function trialChargeOf(engine: Engine, platformId: string): Promise<TrialC
     const upcoming = await upcomingInvoice(engine, platformId);
     return { amountDueCents: upcoming.amountDueCents, currency: upcoming.currency };
   } catch (err) {
-    if ((err as { code?: string }).code === "NO_UPCOMING_INVOICE") return null;
-    throw err;
+    // the mail then names no amount; one platform's trouble never holds back the others' events and mail
+    if ((err as { code?: string }).code !== "NO_UPCOMING_INVOICE") engine.logger.warn({ platformId, err: (err as Error).message }, "a trial's upcoming charge could not be priced for its mail");
+    return null;
   }
 }
