@@ -108,6 +108,20 @@ describe.each(testDatabases())("billing mail on $name", (database) => {
     expect(await outboxRow(`receipt:${invoice.id}`)).toEqual([expect.objectContaining({ attempts: 1, last_error: null, sent_at: expect.anything() })]);
   });
 
+  it("writes amounts of a thousand and more with separators (more seats, prorated and charged now)", async () => {
+    const { platformId, subscription } = await b.upgraded("plan_scale");
+    const more = await b.call("PATCH", `/subscriptions/${subscription.id}`, { headers: op, body: { quantity: 4 } });
+    expect(more.status).toBe(200);
+    await b.ctx.mail.drain();
+    const seats = (await invoicesOf(platformId))[0];
+    expect(seats.amountPaidCents).toBeGreaterThan(100_000);
+    const amount = `$${(seats.amountPaidCents / 100).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+    expect(amount).toMatch(/^\$1,\d{3}\.\d{2}$/);
+    const [receipt] = mailsAbout(seats.number);
+    expect(receipt!.subject).toBe(`Receipt for invoice ${seats.number}: ${amount} paid`);
+    expect(receipt!.text).toContain(`Amount paid: ${amount}`);
+  });
+
   it("mails each refused renewal attempt with the reason and the next try, then that no retry follows", async () => {
     const { platformId } = await b.upgraded("plan_starter");
     const customerId = (await subscriptionOf(platformId)).customerId;
@@ -178,6 +192,23 @@ describe.each(testDatabases())("billing mail on $name", (database) => {
     // the trial ends and is charged: a receipt, and no second trial notice
     await advance(3 * 86_400);
     expect(folder().filter((m) => m.subject.includes("trial ends") && m.text.includes(platformId))).toHaveLength(1);
+  });
+
+  it("mails a usage alert through the same outbox, written by the ingestion that crossed the threshold", async () => {
+    const { platformId } = await b.upgraded("plan_starter"); // 100000 api_requests included
+    const sent = await b.call("POST", "/usage/events", {
+      headers: await b.as.service(),
+      body: { events: [{ id: `ev-${platformId}`, platformId, meter: "api_requests", quantity: 85_000, timestamp: await billingNow() }] },
+    });
+    expect(sent.body).toMatchObject({ accepted: 1 });
+    const rows = rowsOf<{ dedupe_key: string }>(await b.db.execute(sql`select dedupe_key from billing.mail_outbox where kind = 'usage_alert' and text like ${`%${platformId}%`}`));
+    expect(rows).toHaveLength(1);
+    await b.ctx.mail.drain();
+    const [alert, ...others] = folder().filter((m) => m.subject.startsWith("Usage alert") && m.text.includes(platformId));
+    expect(others).toEqual([]);
+    expect(alert!.to).toBe("billing@example.com");
+    expect(alert!.subject).toBe("Usage alert: api_requests reached 80% of what your plan includes");
+    expect(alert!.text).toContain(`Platform ${platformId} has used 85000 api_requests this billing period: 80% of the 100000 its plan includes.`);
   });
 
   it("sends a mail written before a crash: after a restart, and after a drainer died holding it", async () => {
