@@ -48,9 +48,19 @@ export function createMailer(options: { smtpUrl?: string; from: string; outboxDi
     async send(mail) {
       mkdirSync(options.outboxDir, { recursive: true, mode: 0o700 });
       const safeTo = mail.to.replace(/[^a-zA-Z0-9@._-]/g, "_");
-      const file = join(options.outboxDir, `${new Date().toISOString().replace(/[:.]/g, "-")}-${safeTo}.txt`);
+      const stem = join(options.outboxDir, `${new Date().toISOString().replace(/[:.]/g, "-")}-${safeTo}`);
       const body = `From: ${options.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n`;
-      writeFileSync(file, body, { mode: 0o600 });
+      // two mails to one address in one millisecond (a receipt and an alert, two replicas) each get a file: never overwritten
+      let file = `${stem}.txt`;
+      for (let n = 2; ; n++) {
+        try {
+          writeFileSync(file, body, { mode: 0o600, flag: "wx" });
+          break;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+          file = `${stem}-${n}.txt`;
+        }
+      }
       options.logger.info({ to: mail.to, subject: mail.subject, file }, "mail written to the outbox (no SMTP_URL set)");
     },
   };

@@ -1,4 +1,4 @@
-import { ServiceMetrics, createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
+import { ServiceMetrics, createMailer, createServiceApp, silentLogger, systemClock, type Clock, type HealthCheck, type Logger, type Mailer } from "@core/kit";
 import type { CredentialResolvers, ServiceTokenSource } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { PlatformDirectory } from "./access.js";
@@ -6,8 +6,8 @@ import { BillingTime } from "./billing-time.js";
 import type { BillingConfig } from "./config.js";
 import type { Engine } from "./engine.js";
 import { IdempotencyKeys } from "./idempotency.js";
+import { MailOutbox } from "./mail/outbox.js";
 import { BillingMetrics } from "./metrics.js";
-import { AlertMailer } from "./metering/alerts.js";
 import { pruneUsageEvents } from "./metering/retention.js";
 import { LocalProvider } from "./provider/local.js";
 import { STRIPE_NETWORK_RETRIES, STRIPE_TIMEOUT_MS, StripeProvider, stripeClient } from "./provider/stripe.js";
@@ -46,7 +46,7 @@ export interface BillingDeps {
   readinessChecks?: HealthCheck[];
   /** the service's metrics (the launcher's has the process and pool metrics); billing adds its own */
   metrics?: ServiceMetrics;
-  /** where usage alerts are mailed (tests catch them); default SMTP_URL or the outbox */
+  /** where billing's mail goes (tests catch it); default SMTP_URL or the outbox folder */
   mailer?: Mailer;
   /** how long a charge is waited for (tests shorten it); default the provider's own budget */
   chargeDeadlineMs?: number;
@@ -62,7 +62,8 @@ export interface BillingContext {
   idempotency: IdempotencyKeys;
   worker: BillingWorker;
   tierSync: TierSync;
-  alerts: AlertMailer;
+  /** billing's mail outbox (receipts, payment failures, trials ending, usage alerts); the worker drains it each pass */
+  mail: MailOutbox;
   /** sends the outbox's deliveries; the worker runs it each pass */
   webhooks: WebhookDispatcher;
 }
@@ -88,20 +89,22 @@ export function createApp(deps: BillingDeps) {
     usageGraceSeconds: deps.config.usageGraceSeconds,
     chargeDeadlineMs,
     logger: deps.logger,
+    billingUrl: deps.config.billingUrl,
     metrics,
   };
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
-  const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
+  // the mail outbox logs each mail by id and kind; the kit's mailer would log its address too
+  const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: silentLogger() });
   const webhooks = new WebhookDispatcher(deps.db, clock, deps.logger, { allowPrivate: deps.config.webhookAllowPrivate, givenUp: () => metrics.webhookGivenUp() });
-  const alerts = new AlertMailer(deps.db, mailer, deps.logger, () => clock.now(), deps.config.billingUrl);
+  const mail = new MailOutbox(deps.db, mailer, deps.logger, () => clock.now());
   // side work of each pass, each on its own: one failing does not hold back the others
   const sideWork: [string, () => Promise<unknown>][] = [
     ["tier sync", () => tierSync.push(clock.now())],
     ["idempotency pruning", () => idempotency.prune()],
     ["usage retention", async () => pruneUsageEvents(deps.db, await time.now())],
-    ["usage alert mail", () => alerts.drain()],
-    ["trials ending", async () => noteTrialsEnding(deps.db, await time.now())],
+    ["trials ending", async () => noteTrialsEnding(engine, await time.now())],
+    ["mail outbox", () => mail.drain()],
     ["webhook deliveries", () => webhooks.pass()],
   ];
   // each side work is a job of its own in core_worker_pass_duration_seconds (tier_sync, webhook_deliveries …)
@@ -121,7 +124,7 @@ export function createApp(deps: BillingDeps) {
     idempotency,
     worker,
     tierSync,
-    alerts,
+    mail,
     webhooks,
   };
 

@@ -4,6 +4,7 @@ import { rowsOf, type Db } from "@core/storage";
 import { customers, invoiceLines, invoices, subscriptions, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { createDraft, emitInvoiceEvent, finalizeDraft, giveBackBalance, type NewInvoice } from "./invoicing.js";
+import { mailPaymentFailed, mailReceipt } from "./mail/messages.js";
 import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest } from "./provider/types.js";
 import { returnToFree, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
@@ -243,6 +244,7 @@ async function settlePaid(engine: Engine, invoiceId: string, paymentId: string, 
     if (!paid) return currentInvoice(tx, invoiceId);
     await applyIntent(tx, engine, paid, at);
     await emitInvoiceEvent(tx, "invoice.paid", paid, at);
+    await mailReceipt(tx, engine, paid);
     return paid;
   });
 }
@@ -263,6 +265,7 @@ async function settleDeclined(engine: Engine, invoiceId: string, attempt: number
       const voided = await voidInvoice(tx, invoice, at, { actorType: "system", actorId: null });
       // a trial that could not be paid ends on free (DESIGN §6.3); the other changes change nothing
       if (intent.kind === "trial_end" && subscription?.current) await returnToFree(engine, tx, subscription, at);
+      await mailPaymentFailed(tx, engine, voided, attempt);
       return voided;
     }
     const attempts = attempt + 1;
@@ -279,6 +282,7 @@ async function settleDeclined(engine: Engine, invoiceId: string, attempt: number
       .returning();
     await emitInvoiceEvent(tx, "invoice.payment_failed", failed!, at);
     if (spent) await emitInvoiceEvent(tx, "invoice.marked_uncollectible", failed!, at);
+    await mailPaymentFailed(tx, engine, failed!, attempt);
     if (intent.kind === "renewal" && subscription?.current) {
       if (spent) await returnToFree(engine, tx, subscription, at);
       else if (subscription.status !== "past_due") await writeSubscription(tx, subscription, { status: "past_due", updatedAt: at });

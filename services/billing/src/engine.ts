@@ -21,6 +21,8 @@ export interface Engine {
    */
   chargeDeadlineMs: number;
   logger: Logger;
+  /** billing's public address: the links in its mails (an invoice's PDF, the portal) live under it */
+  billingUrl: string;
   /** what collection and the worker count (DESIGN §10) */
   metrics: BillingMetrics;
 }

@@ -12,7 +12,7 @@ const COUNTED_UP_TO = 10_000;
  * Billing's own metrics (DESIGN §10, docs/vault/cross-cutting/observability.md): counters of what
  * this process did (collection outcomes, usage events, webhook deliveries given up), and gauges
  * read from the database when /metrics is read: each worker job's backlog, payments in flight,
- * webhook deliveries pending and the usage-alert mail outbox, one statement each.
+ * webhook deliveries pending and the mail outbox (`billing.mail_outbox`), one statement each.
  */
 export class BillingMetrics {
   private readonly outcomes;
@@ -37,7 +37,8 @@ export class BillingMetrics {
         { name: "core_billing_collection_oldest_pending_age_seconds", help: "How long the oldest payment in flight has been (0: none)" },
         { name: "core_billing_webhook_deliveries_pending", help: "Webhook deliveries not delivered yet, being retried or due" },
         { name: "core_billing_webhook_oldest_pending_age_seconds", help: "How long ago the oldest pending webhook delivery was written (0: none)" },
-        { name: "core_billing_mail_outbox_pending", help: "Usage alerts written but not mailed yet (the mail outbox)" },
+        { name: "core_billing_mail_outbox_pending", help: "Mails written to the mail outbox (receipts, payment failures, trials ending, usage alerts) and not sent yet" },
+        { name: "core_billing_mail_oldest_pending_age_seconds", help: "How long ago the oldest unsent mail was written (0: none)" },
       ],
       read: async () => outboxGauges(db, await time.now(), wallClock.now()),
     });
@@ -85,7 +86,8 @@ export async function workerBacklog(db: Db, now: Date, wall: Date, usageGraceSec
     backlogOf("period_closes", sql`period_end`, sql`from billing.usage_periods where status = 'open' and period_end <= ${iso(closeCutoff)}`, closeCutoff),
     // a new delivery is due from the epoch (at once): it has been due since it was written
     backlogOf("webhook_deliveries", sql`case when attempts = 0 then created_at else next_attempt_at end`, sql`from billing.webhook_deliveries where status = 'pending' and next_attempt_at <= ${iso(wall)}`, wall, sql`next_attempt_at`),
-    backlogOf("usage_alert_mail", sql`coalesce(next_notify_at, triggered_at)`, sql`from billing.usage_alerts where notified_at is null and (next_notify_at is null or next_notify_at <= ${iso(wall)})`, wall, sql`next_notify_at`),
+    // a new mail is due when it is written (next_attempt_at = created_at), a failed one at its next try
+    backlogOf("mail_outbox", sql`next_attempt_at`, sql`from billing.mail_outbox where sent_at is null and next_attempt_at <= ${iso(wall)}`, wall),
     // a BRIN index has no order: the age is the oldest among the events counted
     backlogOf("usage_retention", sql`occurred_at`, sql`from billing.usage_events where occurred_at < ${iso(retentionCutoff)}`, retentionCutoff, null),
     backlogOf("idempotency_pruning", sql`expires_at`, sql`from billing.idempotency_keys where expires_at < ${iso(wall)}`, wall),
@@ -94,15 +96,16 @@ export async function workerBacklog(db: Db, now: Date, wall: Date, usageGraceSec
   return rows.map((row) => ({ job: row.job, due: Number(row.due), oldestDueSeconds: Number(row.oldest) }));
 }
 
-/** Payments in flight, pending webhook deliveries and unsent alert mail, in one statement; a delivery is written at billing time `now`. */
+/** Payments in flight, pending webhook deliveries and unsent mail, in one statement; a delivery is written at billing time `now`, a mail at wall-clock time. */
 async function outboxGauges(db: Db, now: Date, wall: Date) {
-  const [row] = rowsOf<{ collections: number; collection_since: Date | string | null; deliveries: number; delivery_since: Date | string | null; mail: number }>(
+  const [row] = rowsOf<{ collections: number; collection_since: Date | string | null; deliveries: number; delivery_since: Date | string | null; mail: number; mail_since: Date | string | null }>(
     await db.execute(sql`select
       (select count(*)::int from billing.invoices where collection_state is not null) as collections,
       (select min(collection_since) from billing.invoices where collection_state is not null) as collection_since,
       (select count(*)::int from billing.webhook_deliveries where status = 'pending') as deliveries,
       (select min(created_at) from billing.webhook_deliveries where status = 'pending') as delivery_since,
-      (select count(*)::int from billing.usage_alerts where notified_at is null) as mail`),
+      (select count(*)::int from billing.mail_outbox where sent_at is null) as mail,
+      (select min(created_at) from billing.mail_outbox where sent_at is null) as mail_since`),
   );
   const ageOf = (since: Date | string | null | undefined, at: Date) => (since ? Math.max(0, (at.getTime() - new Date(since).getTime()) / 1000) : 0);
   const gauge = (value: number) => [{ labels: {}, value }];
@@ -112,5 +115,6 @@ async function outboxGauges(db: Db, now: Date, wall: Date) {
     core_billing_webhook_deliveries_pending: gauge(Number(row?.deliveries ?? 0)),
     core_billing_webhook_oldest_pending_age_seconds: gauge(ageOf(row?.delivery_since, now)),
     core_billing_mail_outbox_pending: gauge(Number(row?.mail ?? 0)),
+    core_billing_mail_oldest_pending_age_seconds: gauge(ageOf(row?.mail_since, wall)),
   };
 }

@@ -49,6 +49,7 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
       "core_billing_webhook_deliveries_failed_total",
       "core_billing_webhook_oldest_pending_age_seconds",
       "core_billing_mail_outbox_pending",
+      "core_billing_mail_oldest_pending_age_seconds",
       "core_billing_usage_events_total",
       "core_worker_due_items",
       "core_worker_oldest_due_age_seconds",
@@ -57,7 +58,7 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
     ]) {
       expect(described, name).toContain(name);
     }
-    for (const job of ["renewals", "payment_checks", "dunning_retries", "period_closes", "webhook_deliveries", "usage_alert_mail", "usage_retention", "idempotency_pruning"]) {
+    for (const job of ["renewals", "payment_checks", "dunning_retries", "period_closes", "webhook_deliveries", "mail_outbox", "usage_retention", "idempotency_pruning"]) {
       expect(valueOf(samples, "core_worker_due_items", { job }), job).toBe(0);
       expect(valueOf(samples, "core_worker_oldest_due_age_seconds", { job }), job).toBe(0);
     }
@@ -92,6 +93,35 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
     } finally {
       await hooks.close();
     }
+  });
+
+  it("shows a mail pending, due and ageing in the mail outbox until it is sent, and one that failed waiting for its next try", async () => {
+    await b.ctx.mail.drain();
+    expect(await counted("core_billing_mail_outbox_pending")).toBe(0);
+    await b.upgraded(); // its receipt
+    const written = await scrape();
+    expect(valueOf(written.samples, "core_billing_mail_outbox_pending")).toBe(1);
+    expect(valueOf(written.samples, "core_worker_due_items", { job: "mail_outbox" })).toBe(1);
+    b.clock.advance(90_000);
+    const later = await scrape();
+    expect(valueOf(later.samples, "core_billing_mail_oldest_pending_age_seconds")).toBeGreaterThanOrEqual(90);
+    expect(valueOf(later.samples, "core_worker_oldest_due_age_seconds", { job: "mail_outbox" })).toBeGreaterThanOrEqual(90);
+    b.mailer.mailFails = true;
+    try {
+      await b.ctx.mail.drain();
+    } finally {
+      b.mailer.mailFails = false;
+    }
+    // still pending, but not due until its backoff ends
+    const failed = await scrape();
+    expect(valueOf(failed.samples, "core_billing_mail_outbox_pending")).toBe(1);
+    expect(valueOf(failed.samples, "core_worker_due_items", { job: "mail_outbox" })).toBe(0);
+    b.clock.advance(60_000);
+    await b.ctx.mail.drain();
+    const sent = await scrape();
+    expect(valueOf(sent.samples, "core_billing_mail_outbox_pending")).toBe(0);
+    expect(valueOf(sent.samples, "core_billing_mail_oldest_pending_age_seconds")).toBe(0);
+    expect(valueOf(sent.samples, "core_worker_due_items", { job: "mail_outbox" })).toBe(0);
   });
 
   it("counts a webhook delivery given up after three days of refusals, and it leaves the pending gauge", async () => {

@@ -686,8 +686,8 @@ export const usageEntities = billing.table(
 
 /**
  * Thresholds crossed (80 % and 100 % of a meter's included quantity), once per platform, meter and
- * period, written by the ingestion that crossed them. `notifiedAt` is null until the billing email
- * was mailed: an outbox the worker drains, so a mail is never lost to a crash after the commit.
+ * period, written by the ingestion that crossed them. Its mail to the billing email is written to
+ * the mail outbox (`mail_outbox`) in the same transaction.
  */
 export const usageAlerts = billing.table(
   "usage_alerts",
@@ -700,15 +700,8 @@ export const usageAlerts = billing.table(
     quantity: quantity("quantity").notNull(),
     included: quantity("included").notNull(),
     triggeredAt: ts("triggered_at").notNull(),
-    notifiedAt: ts("notified_at"),
-    /** mail attempts that failed, for the backoff; the alert itself stands */
-    notifyAttempts: integer("notify_attempts").notNull().default(0),
-    nextNotifyAt: ts("next_notify_at"),
   },
-  (t) => [
-    uniqueIndex("usage_alerts_once_key").on(t.platformId, t.meter, t.periodStart, t.thresholdPercent),
-    index("usage_alerts_unsent_idx").on(t.nextNotifyAt).where(sql`${t.notifiedAt} is null`),
-  ],
+  (t) => [uniqueIndex("usage_alerts_once_key").on(t.platformId, t.meter, t.periodStart, t.thresholdPercent)],
 );
 
 export type CustomerRow = typeof customers.$inferSelect;

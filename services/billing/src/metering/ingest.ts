@@ -7,6 +7,7 @@ import type { Engine } from "../engine.js";
 import { METERS, type Tier } from "../plans.js";
 import { currentSubscription } from "../subscriptions.js";
 import { canonical, isRejection, parseEvent, pgTime, sameContent, UsageDecimal, type Rejection, type UsageEvent } from "./events.js";
+import { mailUsageAlerts } from "./alerts.js";
 
 /**
  * Usage ingestion (DESIGN §6.5, ADR 0015): each event of a batch is accepted, a duplicate or
@@ -434,14 +435,16 @@ async function raiseAlerts(tx: Db, engine: Engine, totals: TotalRow[], periods: 
   }
   if (crossed.length === 0) return 0;
   crossed.sort((a, b) => (key(a.platformId, a.periodStart.getTime(), a.meter, a.percent) < key(b.platformId, b.periodStart.getTime(), b.meter, b.percent) ? -1 : 1));
-  const raised = rowsOf<{ id: string }>(
+  const raised = rowsOf<{ id: string; platform_id: string; meter: string; threshold_percent: number; quantity: string; included: string }>(
     await tx.execute(sql`
       insert into billing.usage_alerts (id, platform_id, meter, period_start, threshold_percent, quantity, included, triggered_at)
       select * from unnest(${array(crossed.map(() => newId("ual")))}::text[], ${array(crossed.map((c) => c.platformId))}::text[], ${array(crossed.map((c) => c.meter))}::text[],
                            ${array(crossed.map((c) => iso(c.periodStart)))}::timestamptz[], ${array(crossed.map((c) => c.percent))}::int[], ${array(crossed.map((c) => c.quantity))}::numeric[],
                            ${array(crossed.map((c) => c.included))}::numeric[], ${array(crossed.map(() => iso(now)))}::timestamptz[])
       on conflict (platform_id, meter, period_start, threshold_percent) do nothing
-      returning id`),
+      returning id, platform_id, meter, threshold_percent, quantity::text as quantity, included::text as included`),
   );
+  const alerts = raised.map((r) => ({ id: r.id, platformId: r.platform_id, meter: r.meter, thresholdPercent: Number(r.threshold_percent), quantity: canonical(r.quantity), included: canonical(r.included) }));
+  await mailUsageAlerts(tx, engine.billingUrl, alerts, engine.time.wallNow());
   return raised.length;
 }

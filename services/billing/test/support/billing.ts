@@ -45,7 +45,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
  * the real remote resolvers against a fake IAM over HTTP, and the real platform registry (on the same
  * database, listening on loopback) for platforms and tiers. Time is a manual clock.
  */
-export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number } = {}) {
+export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number; realMailer?: boolean } = {}) {
   const handle: DatabaseHandle = await database.open();
   await applyMigrations(handle.db, SERVICE_ID, migrationsFolder);
   await applyMigrations(handle.db, "platform-registry", registryMigrations);
@@ -57,7 +57,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
   const registry: RunningServer = await listen(createRegistryApp({ db: handle.db, logger: silentLogger(), credentials: registryCredentials }), 0, "127.0.0.1");
   const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE_ID, secret: "billing-secret" });
   const config = testBillingConfig({ registryUrl: registry.url, ...overrides });
-  /** what billing mailed (usage alerts); `mailFails` makes the next sends throw, as a refusing SMTP server would */
+  /** what billing mailed (unless `realMailer`: then the kit's mailer of `config.mail`); `mailFails` makes the next sends throw, as a refusing SMTP server would */
   const mails: Mail[] = [];
   const mailer = {
     mailFails: false,
@@ -74,7 +74,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
       credentials: remoteResolvers({ iamUrl: iam.url, serviceId: SERVICE_ID, tokens }),
       tokens,
       clock,
-      mailer,
+      mailer: extra.realMailer ? undefined : mailer,
       chargeDeadlineMs: extra.chargeDeadlineMs,
       provider: extra.localFaults ? new LocalProvider(handle.db, clock, config.billingUrl, extra.localFaults) : undefined,
     });
