@@ -64,7 +64,7 @@ export interface Invoice {
   creditAppliedCents?: number;
   finalizedAt?: number | null;
   paidAt?: number | null;
-  customerSnapshot?: { email: string; name: string | null; [field: string]: unknown };
+  customerSnapshot?: { email: string; name: string | null; address?: unknown; taxIds?: unknown; [field: string]: unknown };
   /** DESIGN §6.10, §6.11: present once billing states them */
   seller?: { name?: string; [field: string]: unknown } | null;
   taxRatePercent?: string | number | null;

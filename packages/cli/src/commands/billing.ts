@@ -611,18 +611,37 @@ async function writeWhole(target: string, bytes: Buffer, force: boolean): Promis
   }
 }
 
-/** The invoice as a person reads it. */
+/** The invoice as a person reads it: seller and buyer as billing copied them at finalization (DESIGN §6.11), then lines and totals. */
 function invoiceText(i: Invoice): string[] {
   const snapshot = i.customerSnapshot;
-  const buyer = snapshot ? [snapshot.name, snapshot.email].filter(Boolean).join(" <") + (snapshot.name && snapshot.email ? ">" : "") : "";
+  const buyer = snapshot ? (snapshot.name ? `${snapshot.name} <${snapshot.email}>` : snapshot.email) : "";
+  const seller = i.seller;
+  const sellerTaxId = typeof seller?.taxId === "string" ? ` (tax id ${seller.taxId})` : "";
   const head = [
     `Invoice ${i.number ?? i.id} (${i.id}): ${i.status}${i.status === "paid" && i.paidAt ? ` on ${when(i.paidAt)}` : ""}`,
-    ...(i.seller?.name ? [`  from:    ${i.seller.name}`] : []),
+    ...(seller?.name ? [`  from:    ${seller.name}${sellerTaxId}`] : []),
     ...(buyer ? [`  to:      ${buyer}`] : []),
+    ...[addressOf(snapshot?.address), ...taxIdsOf(snapshot?.taxIds)].filter((line): line is string => line !== null).map((line) => `           ${line}`),
     `  period:  ${day(i.periodStart)} → ${day(i.periodEnd)}`,
     `  issued:  ${when(i.finalizedAt ?? i.createdAt)}`,
   ];
-  return [...head, "", ...linesAndTotals(i, i.currency)];
+  return [...head, "", ...linesAndTotals(i, i.currency), ...(i.taxTreatment === "reverse" ? ["Reverse charge: the buyer accounts for the VAT."] : [])];
+}
+
+/** A buyer's address on one line: "Hauptstr. 1, 10115 Berlin, DE". */
+function addressOf(address: unknown): string | null {
+  if (!address || typeof address !== "object") return null;
+  const a = address as Record<string, unknown>;
+  const text = (key: string) => (typeof a[key] === "string" && a[key] !== "" ? (a[key] as string) : null);
+  const place = [text("postalCode"), text("city")].filter(Boolean).join(" ");
+  const parts = [text("line1"), text("line2"), place || null, text("state"), text("country")].filter(Boolean);
+  return parts.length > 0 ? parts.join(", ") : null;
+}
+
+/** The buyer's tax ids: "eu_vat DE123456789". */
+function taxIdsOf(taxIds: unknown): string[] {
+  if (!Array.isArray(taxIds)) return [];
+  return taxIds.filter((t) => t && typeof t.type === "string" && typeof t.value === "string").map((t) => `${t.type} ${t.value}`);
 }
 
 /** The lines with their quantity, unit price and amount; amounts line up on the right. */
@@ -649,7 +668,7 @@ function totals(i: Partial<Invoice> & { currency: string; amountDueCents: number
   if (typeof i.subtotalCents === "number") rows.push(["Subtotal", m(i.subtotalCents)]);
   if (typeof i.taxCents === "number") {
     const rate = i.taxRatePercent != null ? ` (${i.taxRatePercent} %${typeof i.taxBaseCents === "number" && i.taxBaseCents !== i.subtotalCents ? ` of ${m(i.taxBaseCents)}` : ""})` : "";
-    rows.push([i.taxTreatment === "reverse" ? "Tax (reverse charge)" : `Tax${rate}`, m(i.taxCents)]);
+    rows.push([i.taxTreatment === "reverse" ? "Tax (reverse charge)" : i.taxTreatment === "exempt" ? "Tax (exempt)" : `Tax${rate}`, m(i.taxCents)]);
   }
   if (typeof i.totalCents === "number") rows.push(["Total", m(i.totalCents)]);
   if (i.creditAppliedCents) rows.push(["Credit applied", m(-i.creditAppliedCents)]);
