@@ -1,4 +1,4 @@
-import { callService, type Reply } from "./http.js";
+import { callService, download, type Download, type Reply } from "./http.js";
 
 /** A plan of the price list (DESIGN §6.2); `priceCents` in the currency's minor units. */
 export interface Plan {
@@ -39,6 +39,11 @@ export interface InvoiceLine {
   amountCents: number;
   periodStart: number | null;
   periodEnd: number | null;
+  /** decimal strings (DESIGN §6.4); a proration preview's lines have neither */
+  quantity?: string | null;
+  unitAmountCents?: string | null;
+  /** the line's tax rate, when billing states one (DESIGN §6.11) */
+  taxRatePercent?: string | number | null;
 }
 
 /** An invoice (DESIGN §6.4), amounts in minor units. */
@@ -54,6 +59,29 @@ export interface Invoice {
   periodEnd: number;
   createdAt: number;
   lines: InvoiceLine[];
+  subtotalCents?: number;
+  taxCents?: number;
+  creditAppliedCents?: number;
+  finalizedAt?: number | null;
+  paidAt?: number | null;
+  customerSnapshot?: { email: string; name: string | null; address?: unknown; taxIds?: unknown; [field: string]: unknown };
+  /** DESIGN §6.10, §6.11: present once billing states them */
+  seller?: { name?: string; [field: string]: unknown } | null;
+  taxRatePercent?: string | number | null;
+  taxBaseCents?: number | null;
+  taxTreatment?: string | null;
+  amountRefundedCents?: number;
+  amountCreditedCents?: number;
+}
+
+/** A card of the platform's customer (DESIGN §6.1). */
+export interface PaymentMethod {
+  id: string;
+  type: string;
+  customerId: string | null;
+  card: { brand: string; last4: string; expMonth: number; expYear: number; funding: string };
+  createdAt: number;
+  isDefault: boolean;
 }
 
 /** What a tier change would charge (DESIGN §6.3): the same computation as the change itself. */
@@ -72,6 +100,12 @@ export interface ProrationPreview {
 
 /** What the next renewal will charge (DESIGN §6.9, `GET /invoices/upcoming`): tax, credit and usage so far included. */
 export interface UpcomingInvoice {
+  status?: string;
+  periodStart?: number;
+  periodEnd?: number;
+  chargeCents?: number;
+  totalCents?: number;
+  taxRatePercent?: string | number | null;
   currency: string;
   subtotalCents: number;
   taxCents: number;
@@ -136,8 +170,50 @@ export class BillingClient {
     return this.call("GET", `/invoices${query({ platformId, limit: String(limit), cursor })}`, undefined);
   }
 
-  private call<T>(method: string, path: string, body: unknown): Promise<Reply<T>> {
-    return callService(method, `${this.baseUrl}${path}`, body, 200, { credential: this.options.token, userAgent: this.options.userAgent, debug: this.options.debug });
+  /** Calls off a cancellation at the period's end. */
+  resume(platformId?: string): Promise<Reply<Subscription>> {
+    return this.call("POST", `/subscription/resume${query({ platformId })}`, undefined);
+  }
+
+  /** One invoice with its lines (with `platformId`, it must be that platform's). */
+  invoice(id: string, platformId?: string): Promise<Reply<Invoice>> {
+    return this.call("GET", `/invoices/${encodeURIComponent(id)}${query({ platformId })}`, undefined);
+  }
+
+  /** The invoice's PDF (DESIGN §6.11). */
+  invoicePdf(id: string, platformId?: string): Promise<Download> {
+    return download(`${this.baseUrl}/invoices/${encodeURIComponent(id)}/pdf${query({ platformId })}`, "application/pdf", this.credentialOptions());
+  }
+
+  cards(platformId?: string): Promise<Reply<{ data: PaymentMethod[] }>> {
+    return this.call("GET", `/payment-methods${query({ platformId })}`, undefined);
+  }
+
+  /** Attaches a card; the key makes a retry attach it once (DESIGN §6.6). */
+  addCard(body: { paymentMethodId: string; setAsDefault?: boolean }, idempotencyKey: string, platformId?: string): Promise<Reply<PaymentMethod>> {
+    return this.call("POST", `/payment-methods${query({ platformId })}`, body, 201, { "idempotency-key": idempotencyKey });
+  }
+
+  removeCard(id: string, platformId?: string): Promise<Reply<PaymentMethod>> {
+    return this.call("DELETE", `/payment-methods/${encodeURIComponent(id)}${query({ platformId })}`, undefined);
+  }
+
+  /** Makes a card the default; refused renewals are retried with it at once, so the key guards a retry. */
+  setDefaultCard(id: string, idempotencyKey: string, platformId?: string): Promise<Reply<PaymentMethod>> {
+    return this.call("POST", `/payment-methods/${encodeURIComponent(id)}/default${query({ platformId })}`, undefined, 200, { "idempotency-key": idempotencyKey });
+  }
+
+  /** A customer portal session of an hour (DESIGN §6.1): `{ id, url }`. */
+  portal(returnUrl: string, platformId?: string): Promise<Reply<{ id: string; url: string }>> {
+    return this.call("POST", `/portal${query({ platformId })}`, { returnUrl }, 201);
+  }
+
+  private credentialOptions() {
+    return { credential: this.options.token, userAgent: this.options.userAgent, debug: this.options.debug };
+  }
+
+  private call<T>(method: string, path: string, body: unknown, expected = 200, headers?: Record<string, string>): Promise<Reply<T>> {
+    return callService(method, `${this.baseUrl}${path}`, body, expected, { ...this.credentialOptions(), headers });
   }
 }
 

@@ -30,11 +30,13 @@ interface Command {
   run(ctx: Context, values: Values, args: string[]): Promise<Outcome>;
 }
 
-/** A command with commands of its own: `core stacks list`. */
+/** A command with commands of its own: `core stacks list`; a group may hold groups (`core billing cards add`). */
 interface Group {
   summary: string;
   usage: string;
-  commands: Record<string, Command>;
+  commands: Record<string, Command | Group>;
+  /** what the group does alone (`core billing cards` lists them); without it a command is required */
+  default?: Command;
 }
 
 const IAM_URL_OPTION = { "iam-url": { type: "string" as const } };
@@ -195,21 +197,147 @@ const billingOptions = (v: Values) => ({
   platform: v.platform as string | undefined,
 });
 
+const YES_OPTION = { yes: { type: "boolean" as const, short: "y" } };
+const YES_HELP = `--yes, -y             do not ask (scripts); without it core asks on the terminal, and changes
+                      nothing when standard input is not one`;
+
+const INVOICES: Group = {
+  summary: "The platform's invoices: list them, show one, download its PDF",
+  usage: `core billing invoices [show <id> | pdf <id> -o <file>] [options]
+
+  (nothing)               the platform's invoices, newest first: --limit <n>, --cursor <cursor>
+  show <id>               one invoice: its lines with quantity, unit price and amount, and the totals
+  pdf <id> -o <file>      download its PDF; an existing file is kept unless --force
+
+${BILLING_OPTIONS_HELP}
+--json                one JSON document on standard output: billing's own answer`,
+  default: {
+    summary: "The platform's invoices, newest first",
+    usage: `core billing invoices [--limit <n>] [--cursor <cursor>] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+--limit <n>           how many, 1 to 100; default 25
+--cursor <cursor>     the next page, as the previous one names it
+${BILLING_OPTIONS_HELP}
+
+One invoice: core billing invoices show <id>; its PDF: core billing invoices pdf <id> -o <file>`,
+    options: { ...BILLING_OPTIONS, limit: { type: "string" }, cursor: { type: "string" } },
+    run: (ctx, v) => billing.invoices(ctx, billingOptions(v), { limit: v.limit as string | undefined, cursor: v.cursor as string | undefined }),
+  },
+  commands: {
+    show: {
+      summary: "One invoice: lines with quantity, unit price and amount, and the totals",
+      usage: `core billing invoices show <id> [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<id>                  the invoice's id (in_…), as core billing invoices --json lists it
+${BILLING_OPTIONS_HELP}
+--json                billing's invoice, lines and all`,
+      options: BILLING_OPTIONS,
+      args: ["id"],
+      run: (ctx, v, [id]) => billing.invoice(ctx, billingOptions(v), id!),
+    },
+    pdf: {
+      summary: "Download an invoice's PDF",
+      usage: `core billing invoices pdf <id> -o <file> [--force] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<id>                  the invoice's id (in_…)
+-o, --output <file>   where to write it; the file is written whole or not at all
+--force               replace the file when it exists (without it, an existing file is kept and
+                      nothing is downloaded)
+${BILLING_OPTIONS_HELP}`,
+      options: { ...BILLING_OPTIONS, output: { type: "string", short: "o" }, force: { type: "boolean" } },
+      args: ["id"],
+      run: (ctx, v, [id]) => billing.invoicePdf(ctx, billingOptions(v), id!, { output: v.output as string | undefined, force: v.force === true }),
+    },
+  },
+};
+
+const CARDS: Group = {
+  summary: "The platform's cards: list, add, remove, choose the default",
+  usage: `core billing cards [add <pm_…> [--default] | remove <pm_…> [--yes] | default <pm_…>] [options]
+
+  (nothing)               the cards; the default is the one renewals charge
+  add <pm_…>              attach a card: a payment method id, or a Stripe test token with the local
+                          provider (pm_card_visa, pm_card_mastercard, …); the first card, or --default,
+                          becomes the default
+  remove <pm_…>           detach a card (asks first; --yes for scripts); removing the default while a
+                          paid plan runs is allowed, with a warning: the next renewal then fails
+  default <pm_…>          make a card the default; payments that failed are tried again with it at once
+
+${BILLING_OPTIONS_HELP}
+--json                one JSON document on standard output: billing's own answer`,
+  default: {
+    summary: "The platform's cards",
+    usage: `core billing cards [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+${BILLING_OPTIONS_HELP}`,
+    options: BILLING_OPTIONS,
+    run: (ctx, v) => billing.cards(ctx, billingOptions(v)),
+  },
+  commands: {
+    add: {
+      summary: "Attach a card; the first one, or --default, becomes the default",
+      usage: `core billing cards add <pm_…> [--default] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<pm_…>                a payment method id, or a Stripe test token the local provider knows
+                      (pm_card_visa, pm_card_mastercard, pm_card_amex; pm_card_visa_chargeDeclined is refused)
+--default             make it the default card: renewals charge it, and payments that failed are
+                      tried again with it at once
+${BILLING_OPTIONS_HELP}`,
+      options: { ...BILLING_OPTIONS, default: { type: "boolean" } },
+      args: ["card"],
+      run: (ctx, v, [card]) => billing.addCard(ctx, billingOptions(v), card!, { setAsDefault: v.default === true }),
+    },
+    remove: {
+      summary: "Detach a card (asks first)",
+      usage: `core billing cards remove <pm_…> [--yes] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<pm_…>                the card's id, as core billing cards lists it
+${YES_HELP}
+${BILLING_OPTIONS_HELP}
+
+Removing the default card while a paid plan runs is allowed (as Stripe allows it), with a warning:
+the next renewal fails unless another card is made the default first.`,
+      options: { ...BILLING_OPTIONS, ...YES_OPTION },
+      args: ["card"],
+      run: (ctx, v, [card]) => billing.removeCard(ctx, billingOptions(v), card!, { yes: v.yes === true }),
+    },
+    default: {
+      summary: "Make a card the default; failed payments are tried again with it",
+      usage: `core billing cards default <pm_…> [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+<pm_…>                the card's id, as core billing cards lists it
+${BILLING_OPTIONS_HELP}`,
+      options: BILLING_OPTIONS,
+      args: ["card"],
+      run: (ctx, v, [card]) => billing.defaultCard(ctx, billingOptions(v), card!),
+    },
+  },
+};
+
 const BILLING: Group = {
-  summary: "Your platform's plan and payments: status, plans, upgrade, change-tier, cancel, invoices",
+  summary: "Your platform's plan and payments: status, plans, upgrade, change-tier, cancel, resume, invoices, cards, portal",
   usage: `core billing <command> [options]
 
   status                  the plan, its status, the current period and the next charge
   plans                   the price list (needs no login)
   upgrade <tier>          move a free platform to starter, growth or scale, paying with a card
   change-tier <tier>      move a paid platform to another tier: shows the prorated charge, then asks
-  cancel                  cancel at the end of the period; the platform returns to free then
+  cancel                  cancel at the end of the period (asks first); the platform returns to free then
+  resume                  call off a cancellation: the plan renews as before
+  upcoming                the next invoice: its lines, tax and what the card will be charged
   invoices                the platform's invoices, newest first
+  invoices show <id>      one invoice: lines with quantity, unit price and amount, and the totals
+  invoices pdf <id> -o <file>
+                          download an invoice's PDF
+  cards                   the platform's cards; cards add|remove|default <pm_…> manage them
+  portal                  open the billing portal: prints its address, and offers to open a browser
 
 Every billing command takes:
 ${BILLING_OPTIONS_HELP}
 --json                one JSON document on standard output: billing's own answer
 
+Commands that ask first (change-tier, cancel, cards remove) take --yes for scripts; without a terminal
+and without --yes they change nothing and exit 1.
 Reading needs billing:read, changing billing:manage; a platform's owners have both.`,
   commands: {
     status: {
@@ -248,34 +376,60 @@ A paid platform changes tier with core billing change-tier.`,
       usage: `core billing change-tier <tier> [--yes] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
 
 <tier>                starter, growth or scale
---yes                 do not ask (scripts); without it core asks on the terminal, and changes
-                      nothing when standard input is not one
+${YES_HELP}
 ${BILLING_OPTIONS_HELP}
 
 A higher tier applies now and charges the prorated difference, exactly the amount shown; a lower
 one takes effect at the end of the period, with no charge and no refund.`,
-      options: { ...BILLING_OPTIONS, yes: { type: "boolean", short: "y" } },
+      options: { ...BILLING_OPTIONS, ...YES_OPTION },
       args: ["tier"],
       run: (ctx, v, [tier]) => billing.changeTier(ctx, billingOptions(v), tier!, { yes: v.yes === true }),
     },
     cancel: {
-      summary: "Cancel at the end of the period",
-      usage: `core billing cancel [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+      summary: "Cancel at the end of the period (asks first)",
+      usage: `core billing cancel [--yes] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
 
-The plan stays until the end of the period; then the platform returns to free and nothing more is charged.
+The plan stays until the end of the period; then the platform returns to free and nothing more is
+charged. Until then core billing resume calls the cancellation off.
+${YES_HELP}
+${BILLING_OPTIONS_HELP}`,
+      options: { ...BILLING_OPTIONS, ...YES_OPTION },
+      run: (ctx, v) => billing.cancel(ctx, billingOptions(v), { yes: v.yes === true }),
+    },
+    resume: {
+      summary: "Call off a cancellation: the plan renews as before",
+      usage: `core billing resume [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+Nothing is charged now; the plan renews at the end of the period. Resuming a plan that is not
+cancelling answers the same subscription.
 ${BILLING_OPTIONS_HELP}`,
       options: BILLING_OPTIONS,
-      run: (ctx, v) => billing.cancel(ctx, billingOptions(v)),
+      run: (ctx, v) => billing.resume(ctx, billingOptions(v)),
     },
-    invoices: {
-      summary: "The platform's invoices, newest first",
-      usage: `core billing invoices [--limit <n>] [--cursor <cursor>] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+    upcoming: {
+      summary: "The next invoice: lines, tax and what the card will be charged",
+      usage: `core billing upcoming [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
 
---limit <n>           how many, 1 to 100; default 25
---cursor <cursor>     the next page, as the previous one names it
+The invoice the next renewal makes: the next period at the waiting tier and seats, this period's
+usage beyond the plan so far, tax and credit. --json is billing's answer, or null when nothing will
+be charged (the free plan, or a plan that cancels).
 ${BILLING_OPTIONS_HELP}`,
-      options: { ...BILLING_OPTIONS, limit: { type: "string" }, cursor: { type: "string" } },
-      run: (ctx, v) => billing.invoices(ctx, billingOptions(v), { limit: v.limit as string | undefined, cursor: v.cursor as string | undefined }),
+      options: BILLING_OPTIONS,
+      run: (ctx, v) => billing.upcoming(ctx, billingOptions(v)),
+    },
+    invoices: INVOICES,
+    cards: CARDS,
+    portal: {
+      summary: "Open the billing portal: prints its address and offers to open a browser",
+      usage: `core billing portal [--return-url <url>] [--no-browser] [--billing-url <url>] [--token <token>] [--platform <id>] [--json]
+
+Makes a portal session (valid for an hour) and prints its address. At a terminal that can open a
+browser, Enter opens it (never when CI or CORE_NO_BROWSER is set), as core login does.
+--return-url <url>    where the portal's Back link goes; default your IAM account page
+--no-browser          do not offer to open a browser
+${BILLING_OPTIONS_HELP}`,
+      options: { ...BILLING_OPTIONS, "return-url": { type: "string" }, "no-browser": { type: "boolean" } },
+      run: (ctx, v) => billing.portal(ctx, billingOptions(v), { returnUrl: v["return-url"] as string | undefined, noBrowser: v["no-browser"] === true }),
     },
   },
 };
@@ -341,12 +495,22 @@ export function nearest(typed: string, candidates: string[]): string | null {
   return best?.name ?? null;
 }
 
-/** A top-level word: a command near it, else a group's command of that very name (`core invoices` → `core billing invoices`). */
+/**
+ * A top-level word: a command near it, else a group's command of that very name, however deep
+ * (`core invoices` → `core billing invoices`, `core pdf` → `core billing invoices pdf`).
+ */
 function nearestCommand(typed: string): string | null {
-  const near = nearest(typed, Object.keys(COMMANDS));
-  if (near) return near;
-  for (const [group, entry] of Object.entries(COMMANDS)) {
-    if ("commands" in entry && entry.commands[typed]) return `${group} ${typed}`;
+  return nearest(typed, Object.keys(COMMANDS)) ?? commandNamed(typed, COMMANDS, "");
+}
+
+/** The first command or group called `word` inside `commands` (depth first), with the words that lead to it. */
+function commandNamed(word: string, commands: Record<string, Command | Group>, path: string): string | null {
+  for (const [name, entry] of Object.entries(commands)) {
+    if (!("commands" in entry)) continue;
+    const inside = `${path}${name} `;
+    if (Object.hasOwn(entry.commands, word)) return `${inside}${word}`;
+    const deeper = commandNamed(word, entry.commands, inside);
+    if (deeper) return deeper;
   }
   return null;
 }
@@ -389,8 +553,8 @@ Environment:
   CORE_BILLING_URL          billing address when --billing-url is not given (default http://localhost:4200)
   CORE_HOME       where the login is stored (default ~/.core, file credentials.json)
   CORE_LOGIN_TIMEOUT_SECONDS   how long core login waits for approval (default 300)
-  CORE_NO_BROWSER=1   core login does not offer to open a browser (nor does it when CI is set)
-  BROWSER         the command core login opens the address with (%s for the address), instead of the system's
+  CORE_NO_BROWSER=1   core login and core billing portal do not offer to open a browser (nor when CI is set)
+  BROWSER         the command they open the address with (%s for the address), instead of the system's
   CORE_DEBUG=1    log each request (IAM, stack registry, billing) on standard error
 
 Exit code 0 on success, 1 on any failure.`;
@@ -414,8 +578,12 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
   const [name, ...rest] = argv[0] === "--" ? argv.slice(1) : argv;
   try {
     if (name === undefined || name === "help" || name === "--help" || name === "-h") {
-      let topic = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
-      if (topic && "commands" in topic && rest[1] && topic.commands[rest[1]]) topic = topic.commands[rest[1]];
+      // core help billing cards add: the deepest topic the words name
+      let topic: Command | Group | undefined = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
+      for (const word of name === "help" ? rest.slice(1) : []) {
+        if (!topic || !("commands" in topic) || !Object.hasOwn(topic.commands, word)) break;
+        topic = topic.commands[word];
+      }
       terminal.stdout(topic ? `Usage: ${topic.usage}` : HELP);
       return 0;
     }
@@ -423,32 +591,39 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       terminal.stdout(json ? JSON.stringify({ version: VERSION }) : VERSION);
       return 0;
     }
-    const found = COMMANDS[name];
+    const found = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
     if (!found) {
       if (name.startsWith("-")) throw failures.usage(`Unknown option ${name}`);
       throw failures.unknownCommand(name, nearestCommand(name));
     }
-    let command: Command;
+    let entry: Command | Group = found;
     let label = name;
     let args = rest;
-    if ("commands" in found) {
-      const sub = rest[0];
+    // down the groups: core billing cards add <pm_…>
+    while ("commands" in entry) {
+      const group: Group = entry;
+      const sub = args[0];
       if (sub === "--help" || sub === "-h" || sub === "help") {
-        terminal.stdout(`Usage: ${found.usage}`);
+        terminal.stdout(`Usage: ${group.usage}`);
         return 0;
       }
-      if (sub === undefined) throw failures.usage(`Missing a command: core ${name} ${Object.keys(found.commands).join("|")}`, name);
-      if (!found.commands[sub]) {
-        if (sub.startsWith("-")) throw failures.usage(`Unknown option ${sub}`, name);
-        const near = nearest(sub, Object.keys(found.commands));
-        throw failures.unknownCommand(sub, near && `${name} ${near}`, name);
+      if (sub === undefined || (sub.startsWith("-") && group.default)) {
+        if (group.default) {
+          entry = group.default;
+          break;
+        }
+        throw failures.usage(`Missing a command: core ${label} ${Object.keys(group.commands).join("|")}`, label);
       }
-      command = found.commands[sub];
-      label = `${name} ${sub}`;
-      args = rest.slice(1);
-    } else {
-      command = found;
+      if (!Object.hasOwn(group.commands, sub)) {
+        if (sub.startsWith("-")) throw failures.usage(`Unknown option ${sub}`, label);
+        const near = nearest(sub, Object.keys(group.commands)) ?? commandNamed(sub, group.commands, "");
+        throw failures.unknownCommand(sub, near && `${label} ${near}`, label);
+      }
+      entry = group.commands[sub]!;
+      label = `${label} ${sub}`;
+      args = args.slice(1);
     }
+    const command: Command = entry;
     const { values, positionals } = parseOptions(label, command, args);
     if (values.help) {
       terminal.stdout(`Usage: ${command.usage}`);
@@ -474,7 +649,8 @@ export async function run(argv: string[], terminal: Terminal): Promise<number> {
       billing: (baseUrl, token) => new BillingClient(baseUrl, { token, userAgent, debug: ctx.debug }),
     };
     const outcome = await command.run(ctx, values, positionals);
-    terminal.stdout(json ? JSON.stringify(outcome.json, null, 2) : outcome.text);
+    // a command that said everything as it went (core billing portal at a terminal) prints nothing more
+    if (json || outcome.text !== "") terminal.stdout(json ? JSON.stringify(outcome.json, null, 2) : outcome.text);
     return 0;
   } catch (err) {
     const failure = err instanceof CliFailure ? err : new CliFailure("unexpected", `core failed: ${(err as Error)?.message ?? String(err)}`);

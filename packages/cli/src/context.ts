@@ -34,7 +34,8 @@ export interface Context {
 /** What a command reports: lines for a person, or one JSON document under `--json`. */
 export interface Outcome {
   text: string;
-  json: object;
+  /** null where billing's answer is "nothing" (core billing upcoming on a free plan) */
+  json: object | null;
 }
 
 /** The credential commands use: `CORE_TOKEN` wins over the stored file (for CI). */

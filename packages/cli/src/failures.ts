@@ -110,6 +110,12 @@ export const failures = {
       extra,
     ),
   notConfirmed: (extra: Record<string, unknown>) => new CliFailure("not_confirmed", "Nothing was changed.", extra),
+  notAPdf: (url: string, contentType: string) =>
+    new CliFailure("unexpected_answer", `Billing at ${url} did not send a PDF (content type: ${contentType}). Nothing was written.`),
+
+  // files the CLI writes (an invoice's PDF)
+  fileExists: (path: string) => new CliFailure("file_exists", `${path} exists already. Nothing was written: choose another -o <file>, or overwrite it with --force.`),
+  cannotWriteFile: (path: string, reason: string) => new CliFailure("cannot_write_file", `Cannot write ${path} (${reason}). Nothing was written.`),
 
   invalidArgument: (message: string) => new CliFailure("invalid_argument", `${message}.`),
   invalidDefinition: (message: string) => new CliFailure("invalid_definition", `${message}.`),

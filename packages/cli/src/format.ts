@@ -27,13 +27,36 @@ const SYMBOLS: Record<string, string> = { usd: "$", eur: "€", gbp: "£", jpy: 
 export function money(minorUnits: number, currency: string): string {
   const code = currency.toLowerCase();
   if (!Number.isSafeInteger(minorUnits)) return `${minorUnits} ${code.toUpperCase()} minor units`;
-  const decimals = ZERO_DECIMAL.has(code) ? 0 : THREE_DECIMAL.has(code) ? 3 : 2;
+  const decimals = minorDigits(code);
   const digits = String(Math.abs(minorUnits)).padStart(decimals + 1, "0");
   const major = groupThousands(digits.slice(0, digits.length - decimals));
   const number = decimals > 0 ? `${major}.${digits.slice(digits.length - decimals)}` : major;
-  const sign = minorUnits < 0 ? "-" : "";
+  return withCurrency(minorUnits < 0, number, code);
+}
+
+const minorDigits = (code: string) => (ZERO_DECIMAL.has(code) ? 0 : THREE_DECIMAL.has(code) ? 3 : 2);
+const withCurrency = (negative: boolean, number: string, code: string) => {
+  const sign = negative ? "-" : "";
   const symbol = SYMBOLS[code];
   return symbol ? `${sign}${symbol}${number}` : `${sign}${code.toUpperCase()} ${number}`;
+};
+
+/**
+ * A unit price: a decimal string of minor units (DESIGN §6.2: fractions of a cent, up to 12 places)
+ * in major units, exactly, by moving the decimal point as text: "0.004" usd → "$0.00004",
+ * "2900" usd → "$29.00", "150000.5" usd → "$1,500.005". At least the currency's decimals are shown.
+ */
+export function decimalMoney(minorUnits: string, currency: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?$/.exec(minorUnits.trim());
+  if (!match) return `${minorUnits} ${currency.toUpperCase()} minor units`;
+  const [, sign, whole, fraction = ""] = match;
+  const code = currency.toLowerCase();
+  const decimals = minorDigits(code);
+  const padded = whole!.padStart(decimals + 1, "0");
+  const major = padded.slice(0, padded.length - decimals).replace(/^0+(?=\d)/, "");
+  const minor = (padded.slice(padded.length - decimals) + fraction).replace(/0+$/, "").padEnd(decimals, "0");
+  const negative = sign === "-" && /[1-9]/.test(whole! + fraction);
+  return withCurrency(negative, minor ? `${groupThousands(major)}.${minor}` : groupThousands(major), code);
 }
 
 /** "1234567" → "1,234,567" */

@@ -41,13 +41,13 @@ const REASONS: Record<string, string> = {
  */
 export function postForm(url: string, form: Record<string, string> | null, options: { credential?: string; userAgent: string }): Promise<Answer> {
   const body = form ? new URLSearchParams(form).toString() : "";
-  return send("POST", url, body, form ? "application/x-www-form-urlencoded" : null, options);
+  return send("POST", url, body, form ? "application/x-www-form-urlencoded" : null, options).then(({ status, raw }) => ({ status, body: parseJson(raw.toString("utf8")) }));
 }
 
 /** One request with an optional JSON body (the stack registry's and billing's routes, spec §4.4, §4.5), JSON answer. */
-export function requestJson(method: string, url: string, json: unknown, options: { credential?: string; userAgent: string }): Promise<Answer> {
+export function requestJson(method: string, url: string, json: unknown, options: { credential?: string; userAgent: string; headers?: Record<string, string> }): Promise<Answer> {
   const body = json === undefined ? "" : JSON.stringify(json);
-  return send(method, url, body, json === undefined ? null : "application/json", options);
+  return send(method, url, body, json === undefined ? null : "application/json", options).then(({ status, raw }) => ({ status, body: parseJson(raw.toString("utf8")) }));
 }
 
 /** The error envelope (spec §2.3), or what stands in for it when the body is not one. */
@@ -70,7 +70,7 @@ export async function callService<T>(
   url: string,
   body: unknown,
   expected: number,
-  options: { credential?: string; userAgent: string; debug: (line: string) => void },
+  options: { credential?: string; userAgent: string; debug: (line: string) => void; headers?: Record<string, string> },
 ): Promise<Reply<T>> {
   let answer: Answer;
   try {
@@ -82,21 +82,52 @@ export async function callService<T>(
   const envelope = answer.body?.error;
   options.debug(`${method} ${url} → ${answer.status}${typeof envelope?.code === "string" ? ` ${envelope.code}` : ""}`);
   if (answer.status === expected && answer.body !== null && typeof answer.body === "object") return { ok: answer.body as T };
+  return { refused: refusalOf(answer) };
+}
+
+/** What an error envelope (spec §2.3) says, or what stands in for it when the body is not one. */
+function refusalOf(answer: Answer): Refusal {
+  const envelope = answer.body?.error;
   return {
-    refused: {
-      status: answer.status,
-      code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${answer.status}`,
-      message: typeof envelope?.message === "string" ? envelope.message : answer.body === null ? "the answer is not JSON" : "",
-      requestId: typeof envelope?.requestId === "string" ? envelope.requestId : null,
-      details: envelope?.details ?? null,
-    },
+    status: answer.status,
+    code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${answer.status}`,
+    message: typeof envelope?.message === "string" ? envelope.message : answer.body === null ? "the answer is not JSON" : "",
+    requestId: typeof envelope?.requestId === "string" ? envelope.requestId : null,
+    details: envelope?.details ?? null,
   };
 }
 
-async function send(method: string, url: string, body: string, contentType: string | null, options: { credential?: string; userAgent: string }): Promise<Answer> {
+/** A file a service sends (an invoice's PDF): its bytes and content type, or the refusal. */
+export type Download = { ok: { contentType: string; bytes: Buffer; truncated: boolean } } | { refused: Refusal };
+
+/**
+ * GET of a file (not JSON): the bytes when the answer is 200, else the error envelope's refusal.
+ * `accept` names what is wanted; the caller checks the content type it got. Throws `Unreachable`.
+ */
+export async function download(url: string, accept: string, options: { credential?: string; userAgent: string; debug: (line: string) => void }): Promise<Download> {
+  let answer: Awaited<ReturnType<typeof send>>;
+  try {
+    answer = await send("GET", url, "", null, { ...options, accept });
+  } catch (err) {
+    if (err instanceof Unreachable) options.debug(`GET ${url} → unreachable: ${err.reason}`);
+    throw err;
+  }
+  options.debug(`GET ${url} → ${answer.status} ${answer.contentType}`);
+  if (answer.status === 200) return { ok: { contentType: answer.contentType, bytes: answer.raw, truncated: answer.truncated } };
+  return { refused: refusalOf({ status: answer.status, body: parseJson(answer.raw.toString("utf8")) }) };
+}
+
+async function send(
+  method: string,
+  url: string,
+  body: string,
+  contentType: string | null,
+  options: { credential?: string; userAgent: string; headers?: Record<string, string>; accept?: string },
+): Promise<{ status: number; raw: Buffer; contentType: string; truncated: boolean }> {
   const target = new URL(url);
   const headers: Record<string, string> = {
-    accept: "application/json",
+    ...options.headers,
+    accept: options.accept ?? "application/json",
     "user-agent": options.userAgent,
     "content-length": String(Buffer.byteLength(body)),
   };
@@ -109,7 +140,7 @@ async function send(method: string, url: string, body: string, contentType: stri
   const request = target.protocol === "https:" ? (await import("node:https")).request : httpRequest;
   const requestOptions: RequestOptions = { method, headers, agent: false, timeout: TIMEOUT_MS };
 
-  return new Promise<Answer>((resolve, reject) => {
+  return new Promise((resolve, reject) => {
     const outgoing = request(target, requestOptions, (response: IncomingMessage) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -118,7 +149,9 @@ async function send(method: string, url: string, body: string, contentType: stri
         if (size <= MAX_BODY_BYTES) chunks.push(chunk);
       });
       response.on("error", (err) => reject(new Unreachable(reasonOf(err))));
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, body: parseJson(Buffer.concat(chunks).toString("utf8")) }));
+      response.on("end", () =>
+        resolve({ status: response.statusCode ?? 0, raw: Buffer.concat(chunks), contentType: String(response.headers["content-type"] ?? ""), truncated: size > MAX_BODY_BYTES }),
+      );
     });
     outgoing.on("timeout", () => outgoing.destroy(Object.assign(new Error("timeout"), { code: "ETIMEDOUT" })));
     outgoing.on("error", (err) => reject(new Unreachable(reasonOf(err))));

@@ -332,8 +332,10 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
   describe("cancel", () => {
     it("cancels at the period's end; status then shows no next charge; --json is the subscription", async () => {
       const ada = await paid("starter");
-      const stdout = succeeded(await billing(ada, ["cancel"]));
-      expect(stdout).toMatch(new RegExp(`^Cancelled platform ${ada.platformId}'s starter plan at the period's end: it stays until ${UTC_MINUTE}, then the platform returns to free\\. Nothing more is charged\\.\\n$`));
+      const stdout = succeeded(await billing(ada, ["cancel", "--yes"]));
+      expect(stdout).toMatch(
+        new RegExp(`^Cancelled platform ${ada.platformId}'s starter plan at the period's end: it stays until ${UTC_MINUTE}, then the platform returns to free\\. Nothing more is charged\\.\\nChanged your mind before then\\? core billing resume\\n$`),
+      );
       const subscription = await subscriptionOf(ada);
       expect(subscription).toMatchObject({ tier: "starter", status: "active", cancelAtPeriodEnd: true });
       const end = new Date(subscription.currentPeriodEnd * 1000).toISOString().slice(0, 16).replace("T", " ");
@@ -345,6 +347,7 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
     it("a free platform has nothing to cancel", async () => {
       const free = await owner();
       const message = failed(await billing(free, ["cancel"]));
+      // nothing to cancel: nothing is asked, and billing's refusal is the answer
       expect(message).toContain("Cancelling the subscription failed: NOT_SUBSCRIBED: ");
       expect(message).toContain("there is no paid plan to cancel");
     });
@@ -390,7 +393,7 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
       const ada = await owner();
       const closed = `http://127.0.0.1:${await freePort()}`;
       const expected = `Cannot reach billing at ${closed} (connection refused). Check the address (--billing-url, CORE_BILLING_URL) or whether it runs there.`;
-      for (const args of [["plans"], ["status"], ["upgrade", "starter"], ["change-tier", "growth", "--yes"], ["cancel"], ["invoices"]]) {
+      for (const args of [["plans"], ["status"], ["upgrade", "starter"], ["change-tier", "growth", "--yes"], ["cancel", "--yes"], ["resume"], ["invoices"], ["invoices", "show", "in_x"], ["invoices", "pdf", "in_x", "-o", join(freshHome(), "x.pdf")], ["upcoming"], ["cards"], ["cards", "add", "pm_card_visa"], ["cards", "remove", "pm_x", "--yes"], ["cards", "default", "pm_x"], ["portal", "--no-browser"]]) {
         expect(failed(await billing(ada, args, { CORE_BILLING_URL: closed }))).toBe(expected);
       }
       const done = await billing(ada, ["status", "--json"], { CORE_BILLING_URL: closed });
@@ -412,14 +415,14 @@ describe.concurrent("core billing", { timeout: 90_000 }, () => {
       const proxy = await live.record();
       expect(failed(await billing({ home }, ["status"], { CORE_BILLING_URL: proxy.url }))).toBe(`Not logged in (no CORE_TOKEN and no ${join(home, "credentials.json")}). Run: core login`);
       expect(proxy.requests).toEqual([]);
-      const message = failed(await billing({ home }, ["cancel"], { CORE_TOKEN: "revoked-token", CORE_IAM_URL: live.iamUrl }));
-      expect(message).toContain("Cancelling the subscription failed: UNAUTHENTICATED: ");
+      const message = failed(await billing({ home }, ["resume"], { CORE_TOKEN: "revoked-token", CORE_IAM_URL: live.iamUrl }));
+      expect(message).toContain("Resuming the subscription failed: UNAUTHENTICATED: ");
       expect(message).toContain(`Billing at ${live.url} does not accept the token in CORE_TOKEN: it expired or was revoked. Run: core login`);
     });
 
     it("core billing alone, unknown commands and --help", async () => {
       const home = { home: freshHome() };
-      expect(failed(await billing(home, []))).toBe("Missing a command: core billing status|plans|upgrade|change-tier|cancel|invoices. Run: core billing --help");
+      expect(failed(await billing(home, []))).toBe("Missing a command: core billing status|plans|upgrade|change-tier|cancel|resume|upcoming|invoices|cards|portal. Run: core billing --help");
       expect(failed(await billing(home, ["refund"]))).toBe('Unknown command "billing refund". Run: core billing --help');
       expect((await billing(home, ["--help"])).stdout).toMatch(/^Usage: core billing <command>/);
       expect((await billing(home, ["change-tier", "--help"])).stdout).toMatch(/^Usage: core billing change-tier <tier> \[--yes\]/);

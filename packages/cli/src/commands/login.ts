@@ -1,4 +1,3 @@
-import { openInBrowser } from "../browser.js";
 import type { Context, Outcome } from "../context.js";
 import { AUDIENCE, writeCredential, type Credential } from "../credentials.js";
 import { waitForApproval } from "../device-login.js";
@@ -6,6 +5,7 @@ import { failures } from "../failures.js";
 import { Unreachable } from "../http.js";
 import type { DeviceCode, Identity, IamClient } from "../iam-client.js";
 import { resolveIamUrl } from "../settings.js";
+import { browserToOffer, openAddress, PRESS_ENTER } from "./open-address.js";
 
 /** Spec §8: a token given with `--token` is kept for 30 days unless IAM says otherwise. */
 const TOKEN_MODE_DAYS = 30;
@@ -46,17 +46,12 @@ async function loginInBrowser(ctx: Context, iamUrl: string, mayOfferBrowser: boo
   }
   if (!started.deviceCode) throw failures.deviceEndpointUnavailable(started.status);
   const code = started.deviceCode;
-  const opener = mayOfferBrowser && ctx.interactive && "opener" in ctx.browser ? ctx.browser.opener : null;
-  if (!opener) ctx.debug(`not offering to open a browser: ${!mayOfferBrowser ? "--no-browser" : !ctx.interactive ? "standard input is not a terminal" : "unavailable" in ctx.browser ? ctx.browser.unavailable : ""}`);
+  const opener = browserToOffer(ctx, mayOfferBrowser);
   ctx.say(instructions(code, opener !== null));
 
   // Enter opens the page while polling goes on; an approval from elsewhere lets the key go
   const enter = opener ? ctx.waitForEnter() : null;
-  void enter?.pressed.then(async () => {
-    const failed = await openInBrowser(opener!, code.verification_uri_complete || code.verification_uri);
-    if (failed) ctx.warn(`Could not open a browser (${failed}): open the address yourself.`);
-    else ctx.say("Opened the address in your browser.");
-  });
+  void enter?.pressed.then(() => openAddress(ctx, opener!, code.verification_uri_complete || code.verification_uri));
   let tokens: Awaited<ReturnType<typeof waitForApproval>>;
   try {
     tokens = await waitForApproval({
@@ -91,7 +86,7 @@ function instructions(code: DeviceCode, offerBrowser: boolean): string {
   } else {
     lines.push(`Open ${code.verification_uri} in a browser, enter the code and approve the login.`);
   }
-  if (offerBrowser) lines.push("Press Enter to open it in your browser.");
+  if (offerBrowser) lines.push(PRESS_ENTER);
   lines.push("Waiting for approval... (Ctrl-C to cancel)");
   return lines.join("\n");
 }

@@ -19,7 +19,8 @@ const BILLING_SECRET = "billing-secret-for-cli-tests-0123456789abcdef";
  * `record()` puts a recording proxy in front of billing, so a test sees what the CLI sent.
  */
 export async function startLiveBilling() {
-  const database: DatabaseHandle = await testDatabases()[0]!.open();
+  // PostgreSQL when TEST_DATABASE_URL names a server (as in CI), else PGlite
+  const database: DatabaseHandle = await testDatabases().at(-1)!.open();
   const [iamPort, registryPort, billingPort] = [await freePort(), await freePort(), await freePort()];
   const iamUrl = `http://127.0.0.1:${iamPort}`;
   const registryUrl = `http://127.0.0.1:${registryPort}`;

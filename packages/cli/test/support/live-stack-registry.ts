@@ -74,6 +74,8 @@ export interface RecordedRequest {
   query?: Record<string, string>;
   authorization: string | undefined;
   apiKey?: string | undefined;
+  /** the Idempotency-Key header, when one was sent */
+  idempotencyKey?: string;
   body: any;
 }
 
@@ -93,6 +95,7 @@ export async function recordingProxy(target: string) {
         ...(search ? { query: Object.fromEntries(new URLSearchParams(search)) } : {}),
         authorization: incoming.headers.authorization,
         ...(typeof apiKey === "string" ? { apiKey } : {}),
+        ...(typeof incoming.headers["idempotency-key"] === "string" ? { idempotencyKey: incoming.headers["idempotency-key"] } : {}),
         body: body.length ? JSON.parse(body.toString("utf8")) : undefined,
       });
       const forwarded = request(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { ApiError, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
 import { callerKey, platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
@@ -93,6 +93,32 @@ export function platformSubscriptionRoutes(app: ServiceApp, ctx: BillingContext)
       async (c) => {
         const { platformId } = await platformScope(c, ctx, "billing:manage", c.req.valid("query").platformId);
         return c.json(subscriptionJson(await cancelAtPeriodEnd(engine, platformId, true)), 200);
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/subscription/resume")) {
+    app.openapi(
+      createRoute({
+        method: "post",
+        path,
+        summary: "Resume: call off a cancellation at the period's end, so the plan renews; resuming twice, or with nothing to resume, answers the same",
+        description: "What PATCH /subscriptions/{id} with cancelAtPeriodEnd false and the portal's Resume do (DESIGN §6.3), for the platform's own subscription. Nothing is charged now.",
+        security: security.anyCredential,
+        request: { query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: jsonContent(SubscriptionSchema, "The subscription, cancelAtPeriodEnd false"), ...errorResponses(401, 403, 404, 409, 429, 503) },
+      }),
+      async (c) => {
+        const { platformId } = await platformScope(c, ctx, "billing:manage", c.req.valid("query").platformId);
+        try {
+          return c.json(subscriptionJson(await cancelAtPeriodEnd(engine, platformId, false)), 200);
+        } catch (err) {
+          // the domain's refusal speaks of cancelling; here nothing was asked to be cancelled
+          if (err instanceof ApiError && err.code === "NOT_SUBSCRIBED") {
+            throw conflict("NOT_SUBSCRIBED", "The platform is on free: there is no paid subscription to resume (a cancelled one that has ended starts again with POST /api/billing/upgrade)");
+          }
+          throw err;
+        }
       },
     );
   }
