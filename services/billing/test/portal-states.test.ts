@@ -150,6 +150,31 @@ describe.each(testDatabases())("the portal's states on $name", (database) => {
     expect(await t.succeededCharges(renewal.id)).toBe(0);
   });
 
+  it("keeps an uncollectible invoice's payment pending while the provider's answer is unknown: no second Pay now, then the worker finds the charge and it is paid, restoring nothing", async () => {
+    const { owner, platformId, customerId, renewal } = await t.dunned();
+    const path = await t.portalOf(owner);
+    const lost = (await b.call("POST", "/payment-methods/pm_card_core_answerLost/attach", { headers: t.op(), body: { customerId } })).body;
+    const key = randomUUID();
+    const pending = await post(b, `${path}/invoices/${renewal.id}/pay`, { key, paymentMethodId: lost.id });
+    expect(pending.status).toBe(202);
+    expect(words(await pending.text())).toContain("Your payment is being confirmed with the payment provider: nothing will be charged twice.");
+    expect(await t.invoice(renewal.id)).toMatchObject({ status: "uncollectible", collection: { state: "pending" } });
+    const shown = await page(path);
+    expect(shown).not.toContain(`${path}/invoices/${renewal.id}/pay`);
+    expect(words(shown)).toContain("A payment of it is being confirmed.");
+    // another Pay now meanwhile is refused and charges nothing
+    expect((await post(b, `${path}/invoices/${renewal.id}/pay`, { key: randomUUID() })).status).toBe(409);
+    // a minute later the worker asks the provider, finds the charge, and the invoice is paid once
+    b.clock.advance(61_000);
+    await b.ctx.worker.pass();
+    expect(await t.invoice(renewal.id)).toMatchObject({ status: "paid", amountPaidCents: 2900, collection: null });
+    expect(await t.succeededCharges(renewal.id)).toBe(1);
+    expect(await t.subscriptionOf(platformId)).toMatchObject({ tier: "free" });
+    // the same form again: its stored outcome, nothing more charged
+    expect((await post(b, `${path}/invoices/${renewal.id}/pay`, { key, paymentMethodId: lost.id })).headers.get("location")).toBe(`${path}?notice=debt_paid`);
+    expect(await t.succeededCharges(renewal.id)).toBe(1);
+  });
+
   it("pays an uncollectible invoice once when the portal and an operator pay it at the same moment with different keys", async () => {
     const { owner, customerId, renewal } = await t.dunned();
     const path = await t.portalOf(owner);

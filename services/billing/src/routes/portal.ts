@@ -15,7 +15,7 @@ import { PAID_TIERS, type PaidTier } from "../plans.js";
 import { payInvoice } from "../operator.js";
 import { livePortalSession, portalView, type PortalSession } from "../portal.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
-import { currentSubscription, toSecond } from "../subscriptions.js";
+import { currentSubscription, findSubscription, toSecond } from "../subscriptions.js";
 import { bothPrefixes } from "./answers.js";
 import { platformQuery } from "./schemas.js";
 
@@ -274,10 +274,10 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
       const paymentMethodId = fields.paymentMethodId && /^[A-Za-z0-9_]{1,128}$/.test(fields.paymentMethodId) ? fields.paymentMethodId : undefined;
       // the form's key makes a second submit (a double click, a reload) answer the first: one charge
       const keyed = await ctx.idempotency.run({ caller: `portal:${session.customerId}`, route: "/portal/pay", key, request: { invoiceId, paymentMethodId: paymentMethodId ?? null } }, async (requestKey) => {
-        // an uncollectible invoice is a debt: paying it settles it and restores nothing (ADR 0021), and the page says so
-        const before = await finalizedInvoiceOf(engine.db, session.platformId, invoiceId);
-        await payInvoice(engine, invoiceId, { platformId: session.platformId, ...(paymentMethodId ? { paymentMethodId } : {}) }, requestKey);
-        return { status: 200, body: { notice: before?.status === "uncollectible" ? "debt_paid" : "paid" } };
+        const paid = await payInvoice(engine, invoiceId, { platformId: session.platformId, ...(paymentMethodId ? { paymentMethodId } : {}) }, requestKey);
+        // an invoice of a plan that has ended (dunning made it uncollectible) is a debt: paying it restores nothing (ADR 0021), and the page says so
+        const ended = paid.subscriptionId !== null && !(await findSubscription(engine.db, paid.subscriptionId)).current;
+        return { status: 200, body: { notice: ended ? "debt_paid" : "paid" } };
       });
       if (keyed.status >= 400) {
         const stored = (keyed.body as { error: { code: string; message: string } }).error;
