@@ -96,7 +96,7 @@ function statusText(s: Subscription): string {
 
 const INVOICE_STATUS: Record<string, string> = { open: "Open", paid: "Paid", void: "Void", uncollectible: "Uncollectible" };
 
-function Layout(props: { title: string; returnUrl: string | null; children: Child }) {
+function Layout(props: { title: string; returnUrl: string | null; wide?: boolean; children: Child }) {
   return (
     <html lang="en">
       <head>
@@ -106,7 +106,7 @@ function Layout(props: { title: string; returnUrl: string | null; children: Chil
         <link rel="stylesheet" href={BILLING_STYLESHEET_PATH} />
       </head>
       <body>
-        <main>
+        <main class={props.wide ? "wide" : undefined}>
           {props.returnUrl ? (
             <p>
               <a href={props.returnUrl}>← Back</a>
@@ -236,7 +236,7 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
   const pendingPlan = s.pendingTier ? v.plans.find((p) => p.tier === s.pendingTier) : undefined;
   const featured = new Set([v.refused?.id, v.ended?.unpaid?.id].filter(Boolean));
   return (
-    <Layout title="Billing" returnUrl={v.returnUrl}>
+    <Layout title="Billing" returnUrl={v.returnUrl} wide>
       <AlertBox alert={props.alert} />
       <States v={v} />
       <section class="card" aria-labelledby="plan">
@@ -421,7 +421,7 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
                   const name = i.number ?? i.id;
                   return (
                     <tr>
-                      <td data-label="Invoice">
+                      <td class="number" data-label="Invoice">
                         <a href={`${v.base}/invoices/${i.id}`} aria-label={`Invoice ${name}`}>
                           {name}
                         </a>

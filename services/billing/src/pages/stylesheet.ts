@@ -8,6 +8,7 @@ body { margin: 0; background: #f3f4f6; color: #111827; font: 16px/1.5 system-ui,
 a { color: #1d4ed8; }
 :focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
 main { max-width: 44rem; margin: 1.5rem auto; padding: 0 1rem; }
+main.wide { max-width: 54rem; }
 h1 { font-size: 1.5rem; margin: 0 0 1rem; }
 h2 { font-size: 1.125rem; margin: 0 0 .75rem; }
 .card, .invoice { background: #fff; border: 1px solid #d1d5db; border-radius: 8px; padding: 1.25rem; margin-bottom: 1.25rem; }
@@ -48,7 +49,7 @@ form.pay { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; margin:
 .table-wrap { overflow-x: auto; position: relative; }
 table.invoices { font-variant-numeric: tabular-nums; }
 table.invoices td, table.invoices th { vertical-align: middle; }
-table.invoices .amount, table.invoices .date, table.invoices .status { white-space: nowrap; }
+table.invoices .amount, table.invoices .date, table.invoices .status, table.invoices .number { white-space: nowrap; }
 table.invoices td.actions { text-align: right; }
 .status { display: inline-block; font-size: .875rem; font-weight: 600; padding: 0 .5rem; border-radius: 999px; background: #f3f4f6; color: #1f2937; }
 .status.paid { background: #dcfce7; color: #14532d; }

@@ -19,7 +19,7 @@ type Decimal = InstanceType<typeof Decimal>;
 
 /** The drawing's coordinates (the viewBox); CSS scales it to the column's width. */
 const WIDTH = 640;
-const HEIGHT = 180;
+const HEIGHT = 150;
 const TOP = 12;
 const BOTTOM = 22;
 const PLOT = HEIGHT - TOP - BOTTOM;
