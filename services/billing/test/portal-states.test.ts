@@ -246,6 +246,16 @@ describe.each(testDatabases())("the portal's states on $name", (database) => {
     expect(shown).not.toContain("Cancels on");
   });
 
+  it("shows a waiting seat decrease with its date beside the seats paid for now", async () => {
+    const { owner, subscription } = await b.upgraded("plan_growth");
+    expect((await b.call("PATCH", `/subscriptions/${subscription.id}`, { headers: t.op(), body: { quantity: 3 } })).status).toBe(200);
+    expect((await b.call("PATCH", `/subscriptions/${subscription.id}`, { headers: t.op(), body: { quantity: 2 } })).body).toMatchObject({ quantity: 3, pendingQuantity: 2 });
+    const path = await t.portalOf(owner);
+    const shown = words(await page(path));
+    expect(shown).toContain("Plan 3 × Growth · $297.00 a month");
+    expect(shown).toContain(`Seats 3, then 2 from ${day(subscription.currentPeriodEnd)}`);
+  });
+
   it("draws each meter's usage by UTC day against what the plan includes (inline SVG, no script), with the numbers in words and in a table", async () => {
     const { owner, platformId, subscription } = await b.upgraded("plan_starter");
     // three days into the period: usage on its first day and today
