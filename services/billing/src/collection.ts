@@ -1,4 +1,4 @@
-import { and, eq, isNotNull, isNull, lte, ne, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, lte, ne, sql } from "drizzle-orm";
 import { ApiError, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { customers, invoiceLines, invoices, subscriptions, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
@@ -33,6 +33,15 @@ const CHARGING_GRACE_MS = 30_000;
 
 /** The wait before the n-th check of an attempt whose outcome is unknown: 1, 2, 4 … minutes, at most an hour. */
 export const checkDelayMs = (checks: number) => Math.min(60_000 * 2 ** Math.min(checks, 10), 3_600_000);
+
+/**
+ * The statuses an attempt can be in flight from: `open`, and `uncollectible` paid by hand ("Pay now",
+ * `POST /operator/invoices/{id}/pay`), as Stripe lets an uncollectible invoice be paid (ADR 0021).
+ * `uncollectible → paid` happens here only, through the same guarded transitions, and settles the
+ * debt without applying the invoice's intent: the plan dunning ended is not restored.
+ */
+export const PAYABLE = ["open", "uncollectible"] as const;
+export type PayableStatus = (typeof PAYABLE)[number];
 
 /** One-shot intents: a decline voids the invoice (nothing changes, or a trial ends on free). */
 const ONE_SHOT = new Set<Intent["kind"]>(["upgrade", "change_tier", "seats", "trial_end"]);
@@ -103,11 +112,20 @@ export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenI
 }
 
 /**
- * Begins the invoice's attempt `attempt` with `paymentMethodId` (guarded: the invoice is open at that
- * attempt with nothing in flight); null when another writer got there first. The process that begins
- * it has until `nextCheckAt` to send it; after that the worker asks the provider.
+ * Begins the invoice's attempt `attempt` with `paymentMethodId` (guarded: the invoice is `from`, open
+ * unless a person pays an uncollectible one, at that attempt with nothing in flight); null when
+ * another writer got there first. The process that begins it has until `nextCheckAt` to send it;
+ * after that the worker asks the provider.
  */
-export async function beginAttempt(tx: Db, engine: Engine, invoiceId: string, attempt: number, paymentMethodId: string | null, requestKey: string | null = null): Promise<InvoiceRow | null> {
+export async function beginAttempt(
+  tx: Db,
+  engine: Engine,
+  invoiceId: string,
+  attempt: number,
+  paymentMethodId: string | null,
+  requestKey: string | null = null,
+  from: PayableStatus = "open",
+): Promise<InvoiceRow | null> {
   const wall = engine.time.wallNow();
   const [row] = await tx
     .update(invoices)
@@ -120,7 +138,7 @@ export async function beginAttempt(tx: Db, engine: Engine, invoiceId: string, at
       attemptRequestKey: requestKey,
       nextAttemptAt: null,
     })
-    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), eq(invoices.attemptCount, attempt), isNull(invoices.collectionState)))
+    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, from), eq(invoices.attemptCount, attempt), isNull(invoices.collectionState)))
     .returning();
   return row ?? null;
 }
@@ -171,7 +189,7 @@ async function chargeAttempt(engine: Engine, invoice: InvoiceRow, at: Date | nul
  * (a renewal's period end); default now.
  */
 export async function collectBegun(engine: Engine, invoice: InvoiceRow, at: Date | null = null, logger?: Logger): Promise<InvoiceRow> {
-  if (invoice.status !== "open" || invoice.collectionState === null) return invoice;
+  if (!(PAYABLE as readonly string[]).includes(invoice.status) || invoice.collectionState === null) return invoice;
   const outcome = await chargeAttempt(engine, invoice, at, logger);
   engine.metrics.collectionOutcome(outcome);
   return settle(engine, invoice.id, invoice.attemptCount, outcome, at);
@@ -188,7 +206,7 @@ export async function checkCollection(engine: Engine, invoiceId: string, logger?
   const [due] = await engine.db
     .select()
     .from(invoices)
-    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), isNotNull(invoices.collectionState), lte(invoices.nextCheckAt, wall)));
+    .where(and(eq(invoices.id, invoiceId), inArray(invoices.status, PAYABLE), isNotNull(invoices.collectionState), lte(invoices.nextCheckAt, wall)));
   if (!due) return currentInvoice(engine.db, invoiceId);
   // claimed for this check: another replica's worker waits until it would be due again
   const [claimed] = await engine.db
@@ -225,9 +243,15 @@ export async function settle(engine: Engine, invoiceId: string, attempt: number,
   return settleUnknown(engine, invoiceId, attempt, when);
 }
 
-/** Paid: the invoice leaves `open` once, and its intent is applied in the same transaction. */
+/**
+ * Paid: the invoice leaves `open` once, and its intent is applied in the same transaction. An
+ * uncollectible invoice paid by hand leaves `uncollectible` once, and its intent is not applied: the
+ * debt is settled, the subscription dunning ended stays ended (ADR 0021).
+ */
 async function settlePaid(engine: Engine, invoiceId: string, paymentId: string, at: Date): Promise<InvoiceRow> {
   return engine.db.transaction(async (tx) => {
+    const [before] = await tx.select({ status: invoices.status }).from(invoices).where(eq(invoices.id, invoiceId)).for("update");
+    if (!before || !(PAYABLE as readonly string[]).includes(before.status)) return currentInvoice(tx, invoiceId);
     const [paid] = await tx
       .update(invoices)
       .set({
@@ -239,10 +263,10 @@ async function settlePaid(engine: Engine, invoiceId: string, paymentId: string, 
         nextCheckAt: null,
         nextAttemptAt: null,
       })
-      .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open")))
+      .where(and(eq(invoices.id, invoiceId), eq(invoices.status, before.status as PayableStatus)))
       .returning();
     if (!paid) return currentInvoice(tx, invoiceId);
-    await applyIntent(tx, engine, paid, at);
+    if (before.status === "open") await applyIntent(tx, engine, paid, at);
     await emitInvoiceEvent(tx, "invoice.paid", paid, at);
     await mailReceipt(tx, engine, paid);
     return paid;
@@ -255,9 +279,15 @@ async function settleDeclined(engine: Engine, invoiceId: string, attempt: number
     const [invoice] = await tx
       .update(invoices)
       .set({ collectionState: null, nextCheckAt: null, lastFailureCode: outcome.code, lastDeclineCode: outcome.declineCode })
-      .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), eq(invoices.attemptCount, attempt), isNotNull(invoices.collectionState)))
+      .where(and(eq(invoices.id, invoiceId), inArray(invoices.status, PAYABLE), eq(invoices.attemptCount, attempt), isNotNull(invoices.collectionState)))
       .returning();
     if (!invoice) return currentInvoice(tx, invoiceId);
+    if (invoice.status === "uncollectible") {
+      // a person's payment of a debt was refused: it stays uncollectible, no dunning; the next attempt gets a new key
+      const [refused] = await tx.update(invoices).set({ attemptCount: attempt + 1 }).where(eq(invoices.id, invoiceId)).returning();
+      await emitInvoiceEvent(tx, "invoice.payment_failed", refused!, at);
+      return refused!;
+    }
     const intent = intentOf(invoice);
     const subscription = invoice.subscriptionId ? await lockSubscription(tx, invoice.subscriptionId) : null;
     if (ONE_SHOT.has(intent.kind)) {
@@ -295,7 +325,7 @@ async function settleDeclined(engine: Engine, invoiceId: string, attempt: number
 async function settleUnknown(engine: Engine, invoiceId: string, attempt: number, at: Date): Promise<InvoiceRow> {
   return engine.db.transaction(async (tx) => {
     const [before] = rowsOf<{ collection_state: string | null; check_count: number }>(
-      await tx.execute(sql`select collection_state, check_count from billing.invoices where id = ${invoiceId} and status = 'open' and attempt_count = ${attempt} for update`),
+      await tx.execute(sql`select collection_state, check_count from billing.invoices where id = ${invoiceId} and status in ('open', 'uncollectible') and attempt_count = ${attempt} for update`),
     );
     if (!before?.collection_state) return currentInvoice(tx, invoiceId);
     const checks = Number(before.check_count);

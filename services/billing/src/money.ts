@@ -63,3 +63,11 @@ export function formatMoney(minorUnits: number, currency: string): string {
   const major = new Exact(minorUnits).dividedBy(new Exact(10).pow(digits)).toNumber();
   return new Intl.NumberFormat("en-US", { style: "currency", currency: currency.toUpperCase(), minimumFractionDigits: digits, maximumFractionDigits: digits }).format(major);
 }
+
+/** A quantity for people, exact (never through a float), with thousands separators: "100000" is "100,000", "1234.5" is "1,234.5". */
+export function formatQuantity(quantity: string | number): string {
+  const [whole, fraction] = decimalString(quantity).split(".") as [string, string | undefined];
+  const sign = whole.startsWith("-") ? "-" : "";
+  const digits = sign ? whole.slice(1) : whole;
+  return `${sign}${digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",")}${fraction ? `.${fraction}` : ""}`;
+}

@@ -224,10 +224,11 @@ export async function payInvoice(engine: Engine, invoiceId: string, input: { pay
   }
   const begin = async () => {
     const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
-    if (fresh!.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${fresh!.status}; only an open invoice is paid`);
+    // an uncollectible invoice may still be paid by hand (ADR 0021): the debt is settled, nothing is restored
+    if (fresh!.status !== "open" && fresh!.status !== "uncollectible") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${fresh!.status}; only an open or uncollectible invoice is paid`);
     if (fresh!.collectionState !== null) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} is in progress already`, { invoiceId });
     const customer = await findCustomer(engine.db, fresh!.customerId);
-    const begun = await beginAttempt(engine.db, engine, invoiceId, fresh!.attemptCount, input.paymentMethodId ?? customer.defaultPaymentMethodId, requestKey);
+    const begun = await beginAttempt(engine.db, engine, invoiceId, fresh!.attemptCount, input.paymentMethodId ?? customer.defaultPaymentMethodId, requestKey, fresh!.status);
     if (!begun) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} began meanwhile`, { invoiceId });
     return begun;
   };

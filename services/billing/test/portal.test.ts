@@ -219,7 +219,7 @@ describe.each(testDatabases())("the portal's Pay now on $name (DESIGN §6.9)", (
     const confirming = (await b.call("GET", `/invoices/${open.id}`, { headers: owner })).body;
     expect(confirming).toMatchObject({ status: "open", collection: { state: "pending" } });
     const shown = await (await b.app.request(path)).text();
-    expect(shown).toContain("payment being confirmed");
+    expect(shown).toContain("Payment being confirmed");
     expect(shown).not.toContain(`${path}/invoices/${open.id}/pay`);
     const again = await post(b, `${path}/invoices/${open.id}/pay`, { key: crypto.randomUUID() });
     expect(again.status).toBe(409);
@@ -302,7 +302,7 @@ describe.skipIf(!hasChromium)("the customer portal in a real browser (Chromium)"
     await page.getByRole("button", { name: "Cancel at the end of the period" }).click();
     expect(await page.locator("dl.facts").innerText()).toContain("Nothing: the plan ends on");
     await look(page, "billing-portal-05-canceling");
-    await page.getByRole("button", { name: "Keep my plan" }).click();
+    await page.getByRole("button", { name: "Resume my plan" }).click();
     expect(await page.getByRole("status").innerText()).toBe("Your plan continues.");
 
     const invoices = page.locator("section[aria-labelledby=invoices] a");

@@ -3,12 +3,13 @@ import { html } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { previewJson } from "../changes.js";
-import { formatMoney } from "../money.js";
+import { formatMoney, formatQuantity } from "../money.js";
 import type { Plan } from "../plans.js";
 import type { PaymentMethodView } from "../provider/types.js";
 import type { subscriptionJson } from "../subscriptions.js";
 import type { currentUsage } from "../usage.js";
 import { BILLING_STYLESHEET_PATH, PAGE_HEADERS } from "./invoice.js";
+import { UsageChart } from "./usage-chart.js";
 
 type Subscription = ReturnType<typeof subscriptionJson>;
 type Preview = ReturnType<typeof previewJson>;
@@ -22,6 +23,8 @@ export interface PortalInvoice {
   amountPaidCents: number;
   amountDueCents: number;
   periodStart: number;
+  periodEnd: number;
+  /** when it was finalized (Unix seconds) */
   createdAt: number;
   /** a payment of it is in flight (DESIGN §6.9): no "Pay now" meanwhile */
   paying: boolean;
@@ -34,30 +37,66 @@ export interface PortalUpcoming {
   nextChargeAt: number;
 }
 
+/** An invoice a person can pay from the page, and why it is owed. */
+interface OwedInvoice {
+  id: string;
+  number: string | null;
+  amountDueCents: number;
+  /** the provider's refusal, in its words */
+  reason: string;
+  paying: boolean;
+}
+
 /** Everything the portal's main page shows (DESIGN §6.1). */
 export interface PortalView {
   base: string;
   returnUrl: string;
   email: string;
   currency: string;
+  /** billing time (Unix seconds) */
+  now: number;
   subscription: Subscription;
   plan: Plan;
   plans: Plan[];
   usage: Usage;
+  /** each meter's usage per UTC day of the period so far, from the rollups */
+  daily: { first: string; last: string; days: { date: string; meter: string; quantity: string }[] };
   invoices: PortalInvoice[];
   upcoming: PortalUpcoming | null;
   cards: (PaymentMethodView & { isDefault: boolean })[];
+  /** the default card as "visa •••• 4242", or null */
+  defaultCard: string | null;
+  /** the default card's last charge was refused */
+  failingCard: { card: string; reason: string; invoiceNumber: string | null } | null;
+  /** past due: the refused invoice, the reason and the next retry */
+  refused: (OwedInvoice & { attempts: number; nextAttemptAt: number | null }) | null;
+  /** on free: the paid plan that ended last, and the invoice dunning could not collect, if still owed */
+  ended: { planName: string; endedAt: number; canceledByCustomer: boolean; unpaid: OwedInvoice | null } | null;
   /** the test cards a person can add (local provider), or null */
   testCards: { token: string; label: string }[] | null;
 }
 
-export type Alert = { kind: "success" | "error" | "info"; text: string } | null;
+export type Alert = { kind: "success" | "error" | "info" | "warning"; text: string } | null;
 
+/** A UTC day (`2026-11-27`); every date on billing's pages is UTC, and says so where it matters. */
 const day = (seconds: number | null) => (seconds === null ? "—" : new Date(seconds * 1000).toISOString().slice(0, 10));
+/** A UTC time to the minute (`2026-11-28 10:00 UTC`). */
+const moment = (seconds: number) => `${new Date(seconds * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC`;
 
-const STATUS: Record<Subscription["status"], string> = { active: "Active", trialing: "Trial", past_due: "Payment failed: retrying", canceled: "Canceled" };
+const meterName = (meter: string) => meter.replaceAll("_", " ");
 
-function Layout(props: { title: string; returnUrl: string | null; children: Child }) {
+/** What the status says, in words: a pending cancellation is "Cancels on <date>", never "Active". */
+function statusText(s: Subscription): string {
+  if (s.status === "canceled") return "Canceled";
+  if (s.cancelAtPeriodEnd) return `Cancels on ${day(s.currentPeriodEnd)}`;
+  if (s.status === "trialing") return `Trial until ${day(s.trialEnd ?? s.currentPeriodEnd)}`;
+  if (s.status === "past_due") return "Payment failed: retrying";
+  return "Active";
+}
+
+const INVOICE_STATUS: Record<string, string> = { open: "Open", paid: "Paid", void: "Void", uncollectible: "Uncollectible" };
+
+function Layout(props: { title: string; returnUrl: string | null; wide?: boolean; children: Child }) {
   return (
     <html lang="en">
       <head>
@@ -67,7 +106,7 @@ function Layout(props: { title: string; returnUrl: string | null; children: Chil
         <link rel="stylesheet" href={BILLING_STYLESHEET_PATH} />
       </head>
       <body>
-        <main>
+        <main class={props.wide ? "wide" : undefined}>
           {props.returnUrl ? (
             <p>
               <a href={props.returnUrl}>← Back</a>
@@ -102,14 +141,104 @@ function nextCharge(v: PortalView): string {
   return `${money(v.upcoming.amountDueCents)} on ${day(v.upcoming.nextChargeAt)}${tax}${tier !== s.tier ? ` (${plan.name}, from then on)` : ""}`;
 }
 
+/**
+ * "Pay now" for an open or uncollectible invoice: the form's key makes a double submit charge once;
+ * with more than one card the person picks the card (the default first).
+ */
+function PayForm(props: { v: PortalView; invoice: { id: string; number: string | null; amountDueCents: number }; label: string }) {
+  const v = props.v;
+  const cards = [...v.cards].sort((a, b) => Number(b.isDefault) - Number(a.isDefault));
+  return (
+    <form method="post" action={`${v.base}/invoices/${props.invoice.id}/pay`} class="pay">
+      <input type="hidden" name="key" value={crypto.randomUUID()} />
+      {cards.length > 1 ? (
+        <span class="field inline">
+          <label for={`pay-card-${props.invoice.id}`}>Pay with</label>
+          <select id={`pay-card-${props.invoice.id}`} name="paymentMethodId">
+            {cards.map((card) => (
+              <option value={card.id}>
+                {card.card.brand} •••• {card.card.last4}
+                {card.isDefault ? " (default)" : ""}
+              </option>
+            ))}
+          </select>
+        </span>
+      ) : null}
+      <button type="submit">{props.label}</button>
+    </form>
+  );
+}
+
+/** What the page has to tell before anything else: a plan dunning ended, a refused payment, a failing card, a trial, a cancellation. */
+function States(props: { v: PortalView }) {
+  const v = props.v;
+  const s = v.subscription;
+  const money = (cents: number) => formatMoney(cents, v.currency);
+  const invoiceName = (i: { id: string; number: string | null }) => i.number ?? i.id;
+  return (
+    <>
+      {v.ended?.unpaid ? (
+        <section class="alert error" aria-labelledby="ended">
+          <h2 id="ended">Your {v.ended.planName} plan ended</h2>
+          <p>
+            It ended on {day(v.ended.endedAt)} because invoice {invoiceName(v.ended.unpaid)} ({money(v.ended.unpaid.amountDueCents)}) could not be collected: {v.ended.unpaid.reason}{" "}
+            The platform is on Free now.
+          </p>
+          <p>Paying the invoice settles what is owed. It does not bring the plan back: choose a plan below to subscribe again.</p>
+          {v.ended.unpaid.paying ? <p>A payment of it is being confirmed.</p> : <PayForm v={v} invoice={v.ended.unpaid} label={`Pay ${money(v.ended.unpaid.amountDueCents)} now`} />}
+        </section>
+      ) : null}
+      {v.ended && !v.ended.unpaid && s.tier === "free" ? (
+        <p class="alert info">
+          Your {v.ended.planName} plan ended on {day(v.ended.endedAt)}
+          {v.ended.canceledByCustomer ? ", as it was canceled" : ""}. The platform is on Free.
+        </p>
+      ) : null}
+      {v.refused ? (
+        <section class="alert error" aria-labelledby="refused">
+          <h2 id="refused">Your payment failed</h2>
+          <p>
+            Invoice {invoiceName(v.refused)} ({money(v.refused.amountDueCents)}) could not be charged: {v.refused.reason}{" "}
+            {v.refused.paying ? null : v.refused.nextAttemptAt !== null ? `We try again on ${moment(v.refused.nextAttemptAt)}. A new default card is tried at once.` : "It is not tried again by itself: pay it below, or make another card the default."}
+          </p>
+          {v.refused.paying ? <p>A payment of it is being confirmed.</p> : <PayForm v={v} invoice={v.refused} label={`Pay ${money(v.refused.amountDueCents)} now`} />}
+        </section>
+      ) : null}
+      {v.failingCard ? (
+        <p class="alert warning" role="status">
+          Your default card, {v.failingCard.card}, was declined the last time it was charged: {v.failingCard.reason} <a href="#cards">Add another card or make another one the default</a>.
+        </p>
+      ) : null}
+      {s.status === "trialing" && !s.cancelAtPeriodEnd ? (
+        <p class="alert info">
+          Your trial of {v.plan.name} ends on {day(s.trialEnd ?? s.currentPeriodEnd)}.{" "}
+          {v.upcoming
+            ? v.defaultCard
+              ? `Then ${money(v.upcoming.amountDueCents)} is charged to ${v.defaultCard} for the first month.`
+              : `Then ${money(v.upcoming.amountDueCents)} is charged for the first month: add a card before then, or the platform returns to Free.`
+            : null}
+        </p>
+      ) : null}
+      {s.cancelAtPeriodEnd && s.tier !== "free" ? (
+        <p class="alert info">
+          Your {v.plan.name} plan is canceled: it stays until {moment(s.currentPeriodEnd)}, then the platform is on Free. Nothing more is charged. Resume to keep it.
+        </p>
+      ) : null}
+    </>
+  );
+}
+
 function PortalPage(props: { view: PortalView; alert: Alert }) {
   const v = props.view;
   const s = v.subscription;
   const money = (cents: number) => formatMoney(cents, v.currency);
   const paid = s.tier !== "free";
+  const pendingPlan = s.pendingTier ? v.plans.find((p) => p.tier === s.pendingTier) : undefined;
+  const featured = new Set([v.refused?.id, v.ended?.unpaid?.id].filter(Boolean));
   return (
-    <Layout title="Billing" returnUrl={v.returnUrl}>
+    <Layout title="Billing" returnUrl={v.returnUrl} wide>
       <AlertBox alert={props.alert} />
+      <States v={v} />
       <section class="card" aria-labelledby="plan">
         <h2 id="plan">Your plan</h2>
         <dl class="facts">
@@ -118,15 +247,31 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
             {s.quantity === 1 ? v.plan.name : `${s.quantity} × ${v.plan.name}`} · {money(v.plan.priceCents * s.quantity)} a month
           </dd>
           <dt>Status</dt>
-          <dd>{STATUS[s.status]}</dd>
-          <dt>Period</dt>
+          <dd>{statusText(s)}</dd>
+          <dt>Period (UTC)</dt>
           <dd>
             {day(s.currentPeriodStart)} to {day(s.currentPeriodEnd)}
           </dd>
           {s.trialEnd && s.status === "trialing" ? (
             <>
               <dt>Trial ends</dt>
-              <dd>{day(s.trialEnd)}</dd>
+              <dd>{moment(s.trialEnd)}</dd>
+            </>
+          ) : null}
+          {pendingPlan && !s.cancelAtPeriodEnd ? (
+            <>
+              <dt>Scheduled change</dt>
+              <dd>
+                {pendingPlan.name} from {day(s.currentPeriodEnd)}
+              </dd>
+            </>
+          ) : null}
+          {s.pendingQuantity !== null && s.pendingQuantity !== s.quantity && !s.cancelAtPeriodEnd ? (
+            <>
+              <dt>Seats</dt>
+              <dd>
+                {s.quantity}, then {s.pendingQuantity} from {day(s.currentPeriodEnd)}
+              </dd>
             </>
           ) : null}
           <dt>Next charge</dt>
@@ -134,6 +279,9 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
           <dt>Billing email</dt>
           <dd>{v.email}</dd>
         </dl>
+        <p>
+          <a href={`${v.base}/details`}>Billing details</a> <span class="muted">(name, address and tax id printed on your invoices)</span>
+        </p>
         {paid && !s.cancelAtPeriodEnd ? (
           <form method="post" action={`${v.base}/cancel`}>
             <button type="submit" class="danger">
@@ -143,7 +291,7 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
         ) : null}
         {paid && s.cancelAtPeriodEnd ? (
           <form method="post" action={`${v.base}/resume`}>
-            <button type="submit">Keep my plan</button>
+            <button type="submit">Resume my plan</button>
           </form>
         ) : null}
       </section>
@@ -183,14 +331,17 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
           <tbody>
             {v.usage.meters.map((m) => (
               <tr>
-                <td>{m.meter.replaceAll("_", " ")}</td>
-                <td class="amount">{m.quantity}</td>
-                <td class="amount">{m.included}</td>
+                <td>{meterName(m.meter)}</td>
+                <td class="amount">{formatQuantity(m.quantity)}</td>
+                <td class="amount">{formatQuantity(m.included)}</td>
               </tr>
             ))}
           </tbody>
         </table>
         {v.usage.estimatedOverageCents > 0 ? <p>Usage beyond the plan so far: {money(v.usage.estimatedOverageCents)}, invoiced after the period.</p> : null}
+        {v.usage.meters.map((m) => (
+          <UsageChart meter={m.meter} included={m.included} first={v.daily.first} last={v.daily.last} days={v.daily.days.filter((d) => d.meter === m.meter)} />
+        ))}
       </section>
 
       <section class="card" aria-labelledby="cards">
@@ -202,6 +353,7 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
               <span>
                 {card.card.brand} •••• {card.card.last4} · expires {String(card.card.expMonth).padStart(2, "0")}/{card.card.expYear}
                 {card.isDefault ? <span class="badge"> Default</span> : null}
+                {card.isDefault && v.failingCard ? <span class="badge failing"> Declined</span> : null}
               </span>
               <span>
                 {card.isDefault ? null : (
@@ -237,23 +389,68 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
 
       <section class="card" aria-labelledby="invoices">
         <h2 id="invoices">Invoices</h2>
-        {v.invoices.length === 0 ? <p class="muted">No invoices yet.</p> : null}
-        <ul class="items invoices">
-          {v.invoices.map((i) => (
-            <li>
-              <a href={`${v.base}/invoices/${i.id}`}>{i.number ?? i.id}</a>
-              <span>{day(i.createdAt)}</span>
-              <span class="amount">{money(i.totalCents)}</span>
-              <span>{i.paying ? "payment being confirmed" : i.status}</span>
-              {i.status === "open" && !i.paying ? (
-                <form method="post" action={`${v.base}/invoices/${i.id}/pay`}>
-                  <input type="hidden" name="key" value={crypto.randomUUID()} />
-                  <button type="submit">Pay {money(i.amountDueCents)} now</button>
-                </form>
-              ) : null}
-            </li>
-          ))}
-        </ul>
+        {v.invoices.length === 0 ? (
+          <p class="muted">No invoices yet.</p>
+        ) : (
+          <div class="table-wrap">
+            <table class="invoices">
+              <thead>
+                <tr>
+                  <th scope="col">Invoice</th>
+                  <th scope="col" class="date">
+                    Date (UTC)
+                  </th>
+                  <th scope="col" class="period">
+                    Period
+                  </th>
+                  <th scope="col">Status</th>
+                  <th scope="col" class="amount">
+                    Total
+                  </th>
+                  <th scope="col" class="amount">
+                    Owed
+                  </th>
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {v.invoices.map((i) => {
+                  const owed = (i.status === "open" || i.status === "uncollectible") && !i.paying;
+                  const name = i.number ?? i.id;
+                  return (
+                    <tr>
+                      <td class="number" data-label="Invoice">
+                        <a href={`${v.base}/invoices/${i.id}`} aria-label={`Invoice ${name}`}>
+                          {name}
+                        </a>
+                      </td>
+                      <td class="date" data-label="Date (UTC)">
+                        {day(i.createdAt)}
+                      </td>
+                      <td class="period" data-label="Period">
+                        {day(i.periodStart)} – {day(i.periodEnd)}
+                      </td>
+                      <td data-label="Status">
+                        <span class={`status ${i.paying ? "open" : i.status}`}>{i.paying ? "Payment being confirmed" : (INVOICE_STATUS[i.status] ?? i.status)}</span>
+                      </td>
+                      <td class="amount" data-label="Total">
+                        {money(i.totalCents)}
+                      </td>
+                      <td class="amount" data-label="Owed">
+                        {i.status === "open" || i.status === "uncollectible" ? money(i.amountDueCents) : "—"}
+                      </td>
+                      <td class="actions">
+                        {owed && !featured.has(i.id) ? <PayForm v={v} invoice={i} label={`Pay ${money(i.amountDueCents)}`} /> : null}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        )}
       </section>
     </Layout>
   );

@@ -8,6 +8,7 @@ body { margin: 0; background: #f3f4f6; color: #111827; font: 16px/1.5 system-ui,
 a { color: #1d4ed8; }
 :focus-visible { outline: 3px solid #1d4ed8; outline-offset: 2px; }
 main { max-width: 44rem; margin: 1.5rem auto; padding: 0 1rem; }
+main.wide { max-width: 54rem; }
 h1 { font-size: 1.5rem; margin: 0 0 1rem; }
 h2 { font-size: 1.125rem; margin: 0 0 .75rem; }
 .card, .invoice { background: #fff; border: 1px solid #d1d5db; border-radius: 8px; padding: 1.25rem; margin-bottom: 1.25rem; }
@@ -33,10 +34,46 @@ button.danger { background: #b91c1c; border-color: #b91c1c; }
 .items { list-style: none; margin: 0 0 1rem; padding: 0; }
 .items li { display: flex; flex-wrap: wrap; gap: .5rem; justify-content: space-between; align-items: center; padding: .5rem 0; border-bottom: 1px solid #e5e7eb; }
 .items form { margin: 0; display: inline; }
-.items.invoices li { display: grid; grid-template-columns: minmax(0, 1fr) 6.5rem 6rem 11rem; gap: .25rem 1rem; }
-.items.invoices li > span:last-of-type { text-align: right; }
-.items.invoices form { grid-column: 1 / -1; justify-self: end; }
-@media (max-width: 30rem) { .items.invoices li { grid-template-columns: minmax(0, 1fr) auto; } .items.invoices li > span:last-of-type { text-align: left; } }
 .badge { display: inline-block; font-size: .75rem; font-weight: 700; padding: 0 .5rem; border-radius: 999px; background: #dbeafe; color: #1e3a8a; }
+.badge.failing { background: #fef3c7; color: #78350f; }
+.alert.warning { background: #fffbeb; border-color: #b45309; color: #78350f; }
+.alert h2 { font-size: 1rem; margin: 0 0 .5rem; }
+.alert p { margin: 0 0 .5rem; }
+.alert p:last-child, .alert form:last-child { margin-bottom: 0; }
+.alert a { color: inherit; font-weight: 600; }
+form.pay { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; margin: 0; }
+.field.inline { margin: 0; display: flex; gap: .5rem; align-items: center; }
+.field.inline label { margin: 0; }
+.field.inline select { width: auto; }
+.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.table-wrap { overflow-x: auto; position: relative; }
+table.invoices { font-variant-numeric: tabular-nums; }
+table.invoices td, table.invoices th { vertical-align: middle; }
+table.invoices .amount, table.invoices .date, table.invoices .status, table.invoices .number { white-space: nowrap; }
+table.invoices td.actions { text-align: right; }
+.status { display: inline-block; font-size: .875rem; font-weight: 600; padding: 0 .5rem; border-radius: 999px; background: #f3f4f6; color: #1f2937; }
+.status.paid { background: #dcfce7; color: #14532d; }
+.status.open { background: #dbeafe; color: #1e3a8a; }
+.status.uncollectible { background: #fee2e2; color: #7f1d1d; }
+@media (max-width: 40rem) {
+  table.invoices thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+  table.invoices tr { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; padding: .5rem 0; border-bottom: 1px solid #e5e7eb; }
+  table.invoices td { display: contents; border: 0; }
+  table.invoices td > * { grid-column: 2; justify-self: start; }
+  table.invoices td::before { content: attr(data-label); font-weight: 600; grid-column: 1; }
+  table.invoices td.amount { text-align: left; }
+  table.invoices td.actions::before { content: none; }
+  table.invoices td.actions > * { grid-column: 1 / -1; }
+}
+.usage-chart { margin: 1rem 0 0; }
+.usage-chart svg { display: block; width: 100%; height: auto; background: #f9fafb; border: 1px solid #e5e7eb; border-radius: 6px; }
+.usage-chart .axis { stroke: #6b7280; stroke-width: 1; }
+.usage-chart .within { fill: #1d4ed8; }
+.usage-chart .beyond { fill: #b45309; }
+.usage-chart .included { stroke: #111827; stroke-width: 1.5; stroke-dasharray: 6 4; }
+.usage-chart text { fill: #111827; font-size: 12px; }
+.usage-chart figcaption { margin: .5rem 0; }
+.usage-chart details { margin-bottom: .5rem; }
+.usage-chart summary { cursor: pointer; color: #1d4ed8; }
 @media print { body { background: #fff; } main { margin: 0; max-width: none; } .invoice { border: 0; padding: 0; } }
 `;

@@ -140,7 +140,8 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
       summary: "Collect an open invoice now, with the customer's default card or the one given: paid (200), refused (402, a dunning attempt), or unknown (503 PAYMENT_PENDING)",
       description:
         "DESIGN §6.9: the invoice's next attempt, through the one collection path. Retried with the same Idempotency-Key, it answers what that attempt came to and never begins another. " +
-        "409 INVOICE_NOT_OPEN for an invoice that is not open, PAYMENT_PENDING while a payment of it is in flight.",
+        "An uncollectible invoice can be paid too (ADR 0021): it becomes paid and nothing is restored; a refusal leaves it uncollectible. " +
+        "409 INVOICE_NOT_OPEN for an invoice that is neither open nor uncollectible, PAYMENT_PENDING while a payment of it is in flight.",
       security: security.anyCredential,
       request: {
         params: z.object({ id: pathId("id") }),

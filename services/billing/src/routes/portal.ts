@@ -15,7 +15,7 @@ import { PAID_TIERS, type PaidTier } from "../plans.js";
 import { payInvoice } from "../operator.js";
 import { livePortalSession, portalView, type PortalSession } from "../portal.js";
 import { retryOpenInvoicesNow } from "../renewals.js";
-import { currentSubscription, toSecond } from "../subscriptions.js";
+import { currentSubscription, findSubscription, toSecond } from "../subscriptions.js";
 import { bothPrefixes } from "./answers.js";
 import { platformQuery } from "./schemas.js";
 
@@ -43,9 +43,10 @@ const NOTICES: Record<string, Exclude<Alert, null>> = {
   scheduled: { kind: "success", text: "The change will take effect at the end of this period." },
   kept: { kind: "success", text: "You stay on your plan: the waiting change was called off." },
   subscribed: { kind: "success", text: "Subscribed. The first month is paid." },
-  canceled: { kind: "info", text: "Your plan will end at the end of this period." },
+  canceled: { kind: "info", text: "Your plan is canceled: it stays until the end of this period, then the platform is on Free." },
   resumed: { kind: "success", text: "Your plan continues." },
   paid: { kind: "success", text: "Paid. Thank you." },
+  debt_paid: { kind: "success", text: "Paid. Thank you. What was owed is settled; the plan that ended is not restored: choose a plan to subscribe again." },
 };
 
 /**
@@ -270,16 +271,19 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     action(async (c, session, fields) => {
       const key = fields.key && /^[0-9a-f-]{36}$/.test(fields.key) ? fields.key : undefined;
       const invoiceId = c.req.param("invoiceId") ?? "";
+      const paymentMethodId = fields.paymentMethodId && /^[A-Za-z0-9_]{1,128}$/.test(fields.paymentMethodId) ? fields.paymentMethodId : undefined;
       // the form's key makes a second submit (a double click, a reload) answer the first: one charge
-      const keyed = await ctx.idempotency.run({ caller: `portal:${session.customerId}`, route: "/portal/pay", key, request: { invoiceId } }, async (requestKey) => {
-        await payInvoice(engine, invoiceId, { platformId: session.platformId }, requestKey);
-        return { status: 200, body: { notice: "paid" } };
+      const keyed = await ctx.idempotency.run({ caller: `portal:${session.customerId}`, route: "/portal/pay", key, request: { invoiceId, paymentMethodId: paymentMethodId ?? null } }, async (requestKey) => {
+        const paid = await payInvoice(engine, invoiceId, { platformId: session.platformId, ...(paymentMethodId ? { paymentMethodId } : {}) }, requestKey);
+        // an invoice of a plan that has ended (dunning made it uncollectible) is a debt: paying it restores nothing (ADR 0021), and the page says so
+        const ended = paid.subscriptionId !== null && !(await findSubscription(engine.db, paid.subscriptionId)).current;
+        return { status: 200, body: { notice: ended ? "debt_paid" : "paid" } };
       });
       if (keyed.status >= 400) {
         const stored = (keyed.body as { error: { code: string; message: string } }).error;
         throw new ApiError(keyed.status as 402, stored.code, stored.message);
       }
-      return "paid";
+      return (keyed.body as { notice: string }).notice;
     }),
   );
 
