@@ -45,7 +45,41 @@ export class PlatformDirectory {
     this.known.set(platformId, exists, exists ? 300_000 : 5_000);
     return exists;
   }
+
+  /**
+   * The id of every platform the registry knows, a page at a time, oldest first: its `GET /platforms`,
+   * which a service token sees whole, at its largest page (100). The registry has no count route, so
+   * a count is a walk of the pages: one request per hundred platforms, never one per platform. An
+   * ApiError (503 UPSTREAM_UNAVAILABLE, 429) when the registry or IAM cannot be asked.
+   */
+  async *platformIdPages(from: TraceSource = tracingFor("billing")): AsyncGenerator<string[]> {
+    let cursor: string | null = null;
+    do {
+      const url = `${this.registryUrl}/platforms?limit=${REGISTRY_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+      let response: Response;
+      try {
+        response = await readAgainOnReset(async () =>
+          fetchTraced(from, this.doFetch, url, { headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry", from)}` }, signal: AbortSignal.timeout(5_000) }),
+        );
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        throw serviceUnreachable("The platform registry");
+      }
+      if (response.status !== 200) {
+        await response.body?.cancel();
+        throw serviceUnavailable("The platform registry", response);
+      }
+      const page = (await response.json()) as { data: { id: string }[]; cursor: string | null };
+      // a registry that answered the same cursor again would be walked forever
+      if (page.cursor !== null && page.cursor === cursor) throw serviceUnavailable("The platform registry", response);
+      yield page.data.map((p) => p.id);
+      cursor = page.cursor;
+    } while (cursor);
+  }
 }
+
+/** The platform registry's largest page (its `limit` is 1-100). */
+const REGISTRY_PAGE = 100;
 
 /** Operators act on every platform with their permission; services on every platform. */
 const platformWide = (caller: Caller, permission: string) => caller.kind === "service" || (isOperator(caller.principal) && holds(caller.principal, permission));
