@@ -541,6 +541,28 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
       expect(stripeAccepts(ep.secret, r)).toBe(false);
     });
 
+    it("with an Idempotency-Key a retry answers the same secret and rotates once, also when sent at once; the key with another body is 422", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const key = { ...op, "idempotency-key": unique("rotate") };
+      const answers = await Promise.all(Array.from({ length: 4 }, () => rotate(ep.id, { expiresInSeconds: 3_600 }, key)));
+      const done = answers.filter((a) => a.status === 200);
+      expect(done.length).toBeGreaterThanOrEqual(1);
+      for (const a of answers.filter((a) => a.status !== 200)) expect(a.body.error.code).toBe("IDEMPOTENCY_KEY_IN_USE");
+      expect(new Set(done.map((a) => a.body.secret)).size).toBe(1);
+      const again = await rotate(ep.id, { expiresInSeconds: 3_600 }, key);
+      expect(again.status).toBe(200);
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(again.body.secret).toBe(done[0]!.body.secret);
+      // rotated once: the original secret is still the previous one, and still signs
+      const [row] = await b.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, ep.id));
+      expect(row!.secret).toBe(again.body.secret);
+      expect(row!.previousSecret).toBe(ep.secret);
+      expect(stripeAccepts(ep.secret, await deliveredNow())).toBe(true);
+      const reused = await rotate(ep.id, { expiresInSeconds: 60 }, key);
+      expect(reused.status).toBe(422);
+      expect(reused.body.error.code).toBe("IDEMPOTENCY_KEY_REUSED");
+    });
+
     it("a removed or unknown endpoint is 404; tenants get 403, nobody 401; each rotation is audited without a secret", async () => {
       const ep = await endpoint({ events: ["invoice.paid"] });
       const platformId = await b.newPlatform();

@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, security, type ServiceApp } from "@core/kit";
-import { auditRequest, requireOperator } from "../access.js";
+import { auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import {
   enabledWebhookEndpoints,
@@ -13,7 +13,8 @@ import {
   ROTATION_GRACE_SECONDS,
 } from "../webhooks/endpoints.js";
 import { EVENT_TYPES } from "../webhooks/outbox.js";
-import { pathId } from "./schemas.js";
+import { keyedAnswer } from "./answers.js";
+import { IdempotencyHeader, pathId } from "./schemas.js";
 
 const EventType = z.enum(EVENT_TYPES);
 
@@ -156,19 +157,25 @@ export function webhookEndpointRoutes(app: ServiceApp, ctx: BillingContext) {
       summary: "Give an endpoint a new signing secret, shown once; the old one keeps signing beside it for expiresInSeconds (default a day, 0: retired now, at most 7 days)",
       description:
         "DESIGN §6.8. While the old secret is active every delivery carries both signatures (Core-Signature: t=<unix>,v1=<new>,v1=<old>); after it expires only the new one. " +
-        "Rotating again while a previous secret is active replaces that previous secret with the current one (at most two sign at once). A removed endpoint is 404. The body may be left out.",
+        "Rotating again while a previous secret is active replaces that previous secret with the current one (at most two sign at once). A removed endpoint is 404. The body may be left out. " +
+        "With an Idempotency-Key, a retry whose answer was lost answers the same secret again (Idempotent-Replayed: true) instead of rotating twice, which would retire the secret the receivers still have.",
       security: security.anyCredential,
-      request: { params: z.object({ id: pathId("id") }), body: { ...jsonBody(RotateInput), required: false } },
-      responses: { 200: jsonContent(CreatedEndpointSchema, "The endpoint, with its new secret"), ...errorResponses(400, 401, 403, 404) },
+      request: { params: z.object({ id: pathId("id") }), headers: IdempotencyHeader, body: { ...jsonBody(RotateInput), required: false } },
+      responses: { 200: jsonContent(CreatedEndpointSchema, "The endpoint, with its new secret"), ...errorResponses(400, 401, 403, 404, 409, 422) },
     }),
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
       const { id } = c.req.valid("param");
       const expiresInSeconds = (c.req.valid("json") as z.infer<typeof RotateInput> | undefined)?.expiresInSeconds ?? ROTATION_GRACE_SECONDS;
-      const { before, after } = await rotateWebhookEndpointSecret(engine.db, engine.time.wallNow(), id, expiresInSeconds);
-      // the audit names when the old secret stops, never a secret
-      await auditRequest(c, engine, caller, { action: "webhook_endpoint.rotate_secret", targetType: "webhook_endpoint", targetId: id, before: endpointJson(before), after: endpointJson(after) });
-      return c.json({ ...endpointJson(after), secret: after.secret }, 200);
+      const request = { id, expiresInSeconds };
+      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/webhook-endpoints/{id}/rotate-secret", key: c.req.valid("header")["idempotency-key"], request }, async () => {
+        const { before, after } = await rotateWebhookEndpointSecret(engine.db, engine.time.wallNow(), id, expiresInSeconds);
+        // the audit names when the old secret stops, never a secret
+        await auditRequest(c, engine, caller, { action: "webhook_endpoint.rotate_secret", targetType: "webhook_endpoint", targetId: id, before: endpointJson(before), after: endpointJson(after) });
+        // the stored answer (kept 24 hours, as every keyed answer) holds the new secret, so that a retry can show it
+        return { status: 200, body: { ...endpointJson(after), secret: after.secret } };
+      });
+      return keyedAnswer(c, keyed);
     },
   );
 

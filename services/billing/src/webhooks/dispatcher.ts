@@ -49,7 +49,6 @@ export async function forgetExpiredSecrets(db: Db, now: Date): Promise<void> {
     .where(and(isNotNull(webhookEndpoints.previousSecret), lte(webhookEndpoints.previousSecretExpiresAt, now)));
 }
 
-
 /**
  * Loopback, private, link-local, unique-local, CGNAT, multicast, unspecified and reserved addresses a
  * webhook may not reach (SSRF), unless allowed. IPv4-mapped and NAT64-style IPv6 forms of them are

@@ -35,7 +35,7 @@ export function endpointJson(row: WebhookEndpointRow) {
 
 const newSecret = () => `whsec_${randomBytes(32).toString("base64url")}`;
 
-/** How long the old secret keeps signing after a rotation, by default (Stripe's roll offers up to a week too). */
+/** How long the old secret keeps signing after a rotation by default, and at most (a week, as Stripe's dashboard offers when rolling a secret). */
 export const ROTATION_GRACE_SECONDS = 86_400;
 export const MAX_ROTATION_GRACE_SECONDS = 7 * 86_400;
 
@@ -45,8 +45,8 @@ export const MAX_ROTATION_GRACE_SECONDS = 7 * 86_400;
  * verifying with either accepts them while it is redeployed with the new one. Each delivery then
  * carries both signatures, Stripe's several `v1` entries. Rotating again while a previous secret is
  * still active replaces that previous secret with the current one: at most two secrets sign at once,
- * the oldest is dropped at once (as Stripe's roll does), and a receiver still on it must take the
- * secret of the rotation before. A removed endpoint is not found (404), as for DELETE.
+ * the oldest is dropped at once, and a receiver still on it must take the secret of the rotation
+ * before: an old secret never lives on unseen. A removed endpoint is not found (404), as for DELETE.
  */
 export async function rotateWebhookEndpointSecret(db: Db, now: Date, id: string, expiresInSeconds: number): Promise<{ before: WebhookEndpointRow; after: WebhookEndpointRow }> {
   const rotated = await db.transaction(async (tx) => {
