@@ -69,11 +69,15 @@ export class PlatformDirectory {
         await response.body?.cancel();
         throw serviceUnavailable("The platform registry", response);
       }
-      const page = (await response.json()) as { data: { id: string }[]; cursor: string | null };
-      // a registry that answered the same cursor again would be walked forever
-      if (page.cursor !== null && page.cursor === cursor) throw serviceUnavailable("The platform registry", response);
-      yield page.data.map((p) => p.id);
-      cursor = page.cursor;
+      const page = (await response.json().catch(() => null)) as { data?: { id?: unknown }[]; cursor?: unknown } | null;
+      const ids = Array.isArray(page?.data) ? page.data.map((p) => p?.id) : null;
+      const next = page?.cursor;
+      // an answer that is not a page of platforms, or the same cursor again (walked forever), is a registry that cannot serve
+      if (!ids || !ids.every((id): id is string => typeof id === "string") || (next !== null && typeof next !== "string") || (next !== null && next === cursor)) {
+        throw serviceUnavailable("The platform registry", response);
+      }
+      yield ids;
+      cursor = next;
     } while (cursor);
   }
 }

@@ -1,3 +1,5 @@
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { and, count, eq, inArray } from "drizzle-orm";
 import { ServiceTokenClient } from "@core/service-auth";
@@ -710,20 +712,44 @@ describe.each(testDatabases())("GET /operator/overview on $name", (database) => 
     }
   });
 
-  it("answers what billing knows, with platformCountsComplete false, when the registry cannot be asked", async () => {
+  it("answers what billing knows, with platformCountsComplete false, when the registry is down, failing or answering nonsense", async () => {
     const complete = (await b.call("GET", "/operator/overview", { headers: op })).body;
     await b.newPlatform();
     const original = b.ctx.platforms;
-    // nothing listens on port 1: the registry is down
-    b.ctx.platforms = new PlatformDirectory("http://127.0.0.1:1", billingTokens());
+    // a registry that answers 500, and one that answers 200 with what is not a page of platforms
+    const answers = [
+      (res: ServerResponse) => res.writeHead(500, { "content-type": "application/json" }).end('{"error":{"code":"INTERNAL"}}'),
+      (res: ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end("<html>maintenance</html>"),
+      (res: ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end('{"data":[{"id":7}],"cursor":null}'),
+    ];
+    const servers = await Promise.all(
+      answers.map(async (answer) => {
+        const server = createServer((_req, res) => answer(res));
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        return server;
+      }),
+    );
     try {
-      const r = await b.call("GET", "/operator/overview", { headers: op });
-      expect(r.status).toBe(200);
-      // MRR and revenue are billing's own; the platform counts are those billing has read (the new one is left out)
-      const billingOnly = (await b.db.select({ n: count() }).from(subscriptions).where(eq(subscriptions.current, true)))[0]!.n;
-      expect(r.body).toEqual({ ...complete, activePlatforms: Number(billingOnly), platformsByTier: { ...complete.platformsByTier, free: complete.platformsByTier.free - (complete.activePlatforms - Number(billingOnly)) }, platformCountsComplete: false });
+      // nothing listens on port 1: the registry is down
+      for (const url of ["http://127.0.0.1:1", ...servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`)]) {
+        b.ctx.platforms = new PlatformDirectory(url, billingTokens());
+        const r = await b.call("GET", "/operator/overview", { headers: op });
+        expect(r.status, url).toBe(200);
+        // MRR and revenue are billing's own; the platform counts are those billing has read (the new one is left out)
+        const billingOnly = (await b.db.select({ n: count() }).from(subscriptions).where(eq(subscriptions.current, true)))[0]!.n;
+        expect(r.body, url).toEqual({
+          ...complete,
+          activePlatforms: Number(billingOnly),
+          platformsByTier: { ...complete.platformsByTier, free: complete.platformsByTier.free - (complete.activePlatforms - Number(billingOnly)) },
+          platformCountsComplete: false,
+        });
+      }
     } finally {
       b.ctx.platforms = original;
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
     }
     const again = (await b.call("GET", "/operator/overview", { headers: op })).body;
     expect(again).toEqual({ ...complete, activePlatforms: complete.activePlatforms + 1, platformsByTier: { ...complete.platformsByTier, free: complete.platformsByTier.free + 1 } });
