@@ -13,7 +13,9 @@ import { fileURLToPath } from "node:url";
 /**
  * Checks `Core-Signature: t=<unix>,v1=<hex>` for a raw body: the HMAC-SHA256 of `<t>.<body>` with the
  * endpoint's secret must match one v1 value, and `t` must be at most `toleranceSeconds` old, so a
- * recorded delivery replayed later is refused. Answers null when it verifies, else why not.
+ * recorded delivery replayed later is refused. Answers null when it verifies, else why not. After a
+ * secret rotation the header has one v1 per active secret (`t=…,v1=<new>,v1=<old>`): any one
+ * matching is enough, so a receiver on either secret keeps verifying during the grace period.
  */
 export function verifyCoreSignature(secret, header, body, nowSeconds = Math.floor(Date.now() / 1000), toleranceSeconds = 300) {
   if (typeof header !== "string" || header.length === 0) return "no Core-Signature header";

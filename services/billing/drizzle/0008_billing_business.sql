@@ -47,6 +47,7 @@ CREATE TABLE "billing"."refunds" (
 	"created_at" timestamp with time zone NOT NULL
 );
 --> statement-breakpoint
+DROP INDEX "billing"."usage_alerts_unsent_idx";--> statement-breakpoint
 ALTER TABLE "billing"."customers" ADD COLUMN "address" jsonb;--> statement-breakpoint
 ALTER TABLE "billing"."customers" ADD COLUMN "tax_ids" jsonb DEFAULT '[]'::jsonb NOT NULL;--> statement-breakpoint
 ALTER TABLE "billing"."customers" ADD COLUMN "tax_exempt" text DEFAULT 'none' NOT NULL;--> statement-breakpoint
@@ -73,4 +74,12 @@ CREATE UNIQUE INDEX "mail_outbox_dedupe_key" ON "billing"."mail_outbox" USING bt
 CREATE INDEX "mail_outbox_due_idx" ON "billing"."mail_outbox" USING btree ("next_attempt_at") WHERE "billing"."mail_outbox"."sent_at" is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "refunds_idempotency_key" ON "billing"."refunds" USING btree ("idempotency_key");--> statement-breakpoint
 CREATE INDEX "refunds_charge_idx" ON "billing"."refunds" USING btree ("charge_id");--> statement-breakpoint
+CREATE INDEX "customers_created_idx" ON "billing"."customers" USING btree ("created_at","id");--> statement-breakpoint
+CREATE INDEX "customers_email_search_idx" ON "billing"."customers" USING btree (lower("email") text_pattern_ops);--> statement-breakpoint
+CREATE INDEX "customers_email_domain_idx" ON "billing"."customers" USING btree (split_part(lower("email"), '@', 2) text_pattern_ops);--> statement-breakpoint
+CREATE INDEX "subscriptions_created_idx" ON "billing"."subscriptions" USING btree ("created_at","id");--> statement-breakpoint
+CREATE INDEX "subscriptions_status_created_idx" ON "billing"."subscriptions" USING btree ("status","created_at","id");--> statement-breakpoint
+ALTER TABLE "billing"."usage_alerts" DROP COLUMN "notified_at";--> statement-breakpoint
+ALTER TABLE "billing"."usage_alerts" DROP COLUMN "notify_attempts";--> statement-breakpoint
+ALTER TABLE "billing"."usage_alerts" DROP COLUMN "next_notify_at";--> statement-breakpoint
 ALTER TABLE "billing"."invoices" ADD CONSTRAINT "invoices_credit_within_paid" CHECK ("billing"."invoices"."amount_refunded_cents" + "billing"."invoices"."amount_credited_cents" <= "billing"."invoices"."amount_paid_cents");

@@ -45,7 +45,45 @@ export class PlatformDirectory {
     this.known.set(platformId, exists, exists ? 300_000 : 5_000);
     return exists;
   }
+
+  /**
+   * The id of every platform the registry knows, a page at a time, oldest first: its `GET /platforms`,
+   * which a service token sees whole, at its largest page (100). The registry has no count route, so
+   * a count is a walk of the pages: one request per hundred platforms, never one per platform. An
+   * ApiError (503 UPSTREAM_UNAVAILABLE, 429) when the registry or IAM cannot be asked.
+   */
+  async *platformIdPages(from: TraceSource = tracingFor("billing")): AsyncGenerator<string[]> {
+    let cursor: string | null = null;
+    do {
+      const url = `${this.registryUrl}/platforms?limit=${REGISTRY_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+      let response: Response;
+      try {
+        response = await readAgainOnReset(async () =>
+          fetchTraced(from, this.doFetch, url, { headers: { authorization: `Bearer ${await this.tokens.tokenFor("platform-registry", from)}` }, signal: AbortSignal.timeout(5_000) }),
+        );
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        throw serviceUnreachable("The platform registry");
+      }
+      if (response.status !== 200) {
+        await response.body?.cancel();
+        throw serviceUnavailable("The platform registry", response);
+      }
+      const page = (await response.json().catch(() => null)) as { data?: { id?: unknown }[]; cursor?: unknown } | null;
+      const ids = Array.isArray(page?.data) ? page.data.map((p) => p?.id) : null;
+      const next = page?.cursor;
+      // an answer that is not a page of platforms, or the same cursor again (walked forever), is a registry that cannot serve
+      if (!ids || !ids.every((id): id is string => typeof id === "string") || (next !== null && typeof next !== "string") || (next !== null && next === cursor)) {
+        throw serviceUnavailable("The platform registry", response);
+      }
+      yield ids;
+      cursor = next;
+    } while (cursor);
+  }
 }
+
+/** The platform registry's largest page (its `limit` is 1-100). */
+const REGISTRY_PAGE = 100;
 
 /** Operators act on every platform with their permission; services on every platform. */
 const platformWide = (caller: Caller, permission: string) => caller.kind === "service" || (isOperator(caller.principal) && holds(caller.principal, permission));

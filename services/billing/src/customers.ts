@@ -1,7 +1,7 @@
 import { and, eq, or, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
-import { badRequest, conflict, newId, notFound, unixSeconds } from "@core/kit";
-import { isUniqueViolation, type Db } from "@core/storage";
+import { badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { customers, type CustomerRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import type { PaymentMethodView } from "./provider/types.js";
@@ -186,4 +186,41 @@ export async function ensurePlatformCustomer(db: Db, now: Date, input: NewCustom
     if (isUniqueViolation(err, "customers_platform_key")) return (await customerOfPlatform(db, input.platformId))!;
     throw err;
   }
+}
+
+const CUSTOMERS_NEWEST_FIRST: KeysetColumns = { key: customers.createdAt, tie: customers.id, direction: "desc" };
+
+/** `%`, `_` and `\` stand for themselves in a search, not for LIKE's wildcards. */
+const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/**
+ * `GET /customers` (DESIGN §6.12): a page of customers, newest first, for operators.
+ *
+ * `email` searches case-insensitively from the start of the address or of its domain, as a person
+ * types it: "acme" finds acme@example.com and billing@acme.com, "billing@ac" finds billing@acme.com,
+ * "acme.com" every address at acme.com. Not anywhere inside (a substring such as "cme" finds nothing):
+ * a prefix is what a B-tree index serves, so the search stays an index scan however many customers
+ * there are (the expression indexes `customers_email_search_idx` and `customers_email_domain_idx`,
+ * text_pattern_ops, so LIKE 'x%' uses them whatever the database's collation). A substring would need
+ * pg_trgm, an extension not every PostgreSQL (nor PGlite) has. Filters combine with AND.
+ */
+export async function listCustomers(db: Db, query: { email?: string; platformId?: string; limit: number; cursor?: string }) {
+  const after = decodeCursor(query.cursor, { key: "timestamp", tie: "id" });
+  // a cursor of another listing (an invoice's, a subscription's) is no position in this one
+  if (after && !after.id.startsWith("cus_")) throw badRequest("Invalid cursor", { path: "cursor" });
+  const email = query.email === undefined ? undefined : `${likeLiteral(query.email.toLowerCase())}%`;
+  const rows = await db
+    .select()
+    .from(customers)
+    .where(
+      and(
+        query.platformId === undefined ? undefined : eq(customers.platformId, query.platformId),
+        email === undefined ? undefined : or(sql`lower(${customers.email}) like ${email}`, sql`split_part(lower(${customers.email}), '@', 2) like ${email}`),
+        keysetAfter(CUSTOMERS_NEWEST_FIRST, after),
+      ),
+    )
+    .orderBy(...keysetOrder(CUSTOMERS_NEWEST_FIRST))
+    .limit(query.limit + 1);
+  const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.id }));
+  return { data: page.data.map(customerJson), cursor: page.cursor };
 }

@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, count, eq, inArray, sql } from "drizzle-orm";
 import { ApiError, badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds, type Clock } from "@core/kit";
 import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPending, refuseWhileCollecting, requireSettledPaid, voidInvoice } from "./collection.js";
@@ -258,19 +258,53 @@ function outcomeOfAttempt(invoice: InvoiceRow): InvoiceRow {
 }
 
 /**
- * `GET /operator/overview` (DESIGN §6.4): monthly recurring revenue (the current prices of paid
- * subscriptions, active or past due), platforms by state and tier, and the revenue collected this calendar month.
+ * `GET /operator/overview` (DESIGN §6.4, §6.12): monthly recurring revenue (the current prices of paid
+ * subscriptions, active or past due), platforms by state and tier, and the revenue collected this
+ * calendar month. The platforms are every platform the platform registry knows: one billing has not
+ * read yet has no subscription row, and is on free (DESIGN §6.3), so it counts as an active free one.
+ *
+ * Set-based: billing's own counts are one grouped query; the registry's platforms come a page of ids
+ * at a time (`platformIdPages`), and each page costs one query for how many of them billing has read.
+ * When the registry cannot be asked, the overview still answers what billing knows — MRR and revenue
+ * are billing's own and complete — with `platformCountsComplete: false`: the platform counts then
+ * leave out the platforms billing has not read yet. A dashboard that shows something with a warning
+ * is more use to an operator in an incident than a 503 (Stripe's dashboard does the same).
  */
-export async function overview(engine: Engine) {
+export async function overview(engine: Engine, registryPlatformIds: () => AsyncIterable<string[]>) {
   const now = await engine.time.now();
-  const current = await engine.db.select().from(subscriptions).where(eq(subscriptions.current, true));
+  const groups = rowsOf<{ tier: string; status: string; platforms: string | number; seats: string | number }>(
+    await engine.db.execute(
+      sql`select ${subscriptions.tier} as tier, ${subscriptions.status} as status, count(*) as platforms, coalesce(sum(${subscriptions.quantity}), 0) as seats
+            from ${subscriptions} where ${subscriptions.current} group by 1, 2`,
+    ),
+  );
+  let unread = 0;
+  let platformCountsComplete = true;
+  try {
+    for await (const ids of registryPlatformIds()) {
+      if (ids.length === 0) continue;
+      const [read] = await engine.db
+        .select({ n: count() })
+        .from(subscriptions)
+        .where(and(eq(subscriptions.current, true), inArray(subscriptions.platformId, ids)));
+      unread += ids.length - Number(read?.n ?? 0);
+    }
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    engine.logger.warn({ err: err.message }, "overview without the platform registry: its platform counts are those billing has read");
+    platformCountsComplete = false;
+    unread = 0;
+  }
   const byTier = Object.fromEntries(TIERS.map((t) => [t, 0])) as Record<Tier, number>;
   let mrrCents = 0;
-  for (const s of current) {
-    byTier[s.tier as Tier] = (byTier[s.tier as Tier] ?? 0) + 1;
+  const platformsWith = (status: string, paid?: boolean) =>
+    groups.filter((g) => g.status === status && (paid === undefined || (g.tier !== "free") === paid)).reduce((sum, g) => sum + Number(g.platforms), 0);
+  for (const g of groups) {
+    byTier[g.tier as Tier] = (byTier[g.tier as Tier] ?? 0) + Number(g.platforms);
     // a past_due subscription is still subscribed (its payment is being retried); a trial pays nothing yet
-    if ((s.status === "active" || s.status === "past_due") && s.tier !== "free") mrrCents += engine.catalogue.plan(s.tier as Tier).priceCents * s.quantity;
+    if ((g.status === "active" || g.status === "past_due") && g.tier !== "free") mrrCents += engine.catalogue.plan(g.tier as Tier).priceCents * Number(g.seats);
   }
+  byTier.free += unread;
   const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   const [revenue] = rowsOf<{ cents: string | number | null }>(
     await engine.db.execute(
@@ -280,11 +314,12 @@ export async function overview(engine: Engine) {
   return {
     currency: engine.catalogue.currency,
     mrrCents,
-    activePlatforms: current.filter((s) => s.status !== "canceled").length,
-    paidPlatforms: current.filter((s) => s.tier !== "free" && s.status === "active").length,
-    trialingPlatforms: current.filter((s) => s.status === "trialing").length,
-    pastDuePlatforms: current.filter((s) => s.status === "past_due").length,
+    activePlatforms: groups.filter((g) => g.status !== "canceled").reduce((sum, g) => sum + Number(g.platforms), 0) + unread,
+    paidPlatforms: platformsWith("active", true),
+    trialingPlatforms: platformsWith("trialing"),
+    pastDuePlatforms: platformsWith("past_due"),
     platformsByTier: byTier,
     revenueThisMonthCents: Number(revenue?.cents ?? 0),
+    platformCountsComplete,
   };
 }

@@ -1,6 +1,6 @@
-import { and, desc, eq, isNull, lt, or, sql } from "drizzle-orm";
-import { ApiError, newId, notFound, unixSeconds } from "@core/kit";
-import { rowsOf, type Db } from "@core/storage";
+import { and, desc, eq, isNull, lt, ne, or, sql } from "drizzle-orm";
+import { ApiError, badRequest, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { subscriptions, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { periodAt } from "./periods.js";
@@ -124,6 +124,40 @@ export async function findSubscription(db: Db, id: string): Promise<Subscription
 
 export async function subscriptionsOfCustomer(db: Db, customerId: string): Promise<SubscriptionRow[]> {
   return db.select().from(subscriptions).where(eq(subscriptions.customerId, customerId)).orderBy(desc(subscriptions.createdAt), desc(subscriptions.id));
+}
+
+const SUBSCRIPTIONS_NEWEST_FIRST: KeysetColumns = { key: subscriptions.createdAt, tie: subscriptions.id, direction: "desc" };
+
+/** What `GET /subscriptions?status=` takes: a status, or `all` (Stripe's word for every status, ended ones too). */
+export const SUBSCRIPTION_LIST_STATUSES = ["active", "trialing", "past_due", "canceled", "all"] as const;
+export type SubscriptionListStatus = (typeof SUBSCRIPTION_LIST_STATUSES)[number];
+
+/**
+ * `GET /subscriptions` (DESIGN §6.12): a page of subscriptions, newest first, for operators. Without
+ * `status` it lists those that have not ended, as Stripe's list does: every platform's history of
+ * ended subscriptions would otherwise bury the ones that bill; `status=canceled` lists the ended
+ * ones, `status=all` everything. Filters combine with AND.
+ */
+export async function listSubscriptions(db: Db, query: { status?: SubscriptionListStatus; tier?: Tier; platformId?: string; limit: number; cursor?: string }) {
+  const after = decodeCursor(query.cursor, { key: "timestamp", tie: "id" });
+  // a cursor of another listing (a customer's, an invoice's) is no position in this one
+  if (after && !after.id.startsWith("sub_")) throw badRequest("Invalid cursor", { path: "cursor" });
+  const status = query.status ?? null;
+  const rows = await db
+    .select()
+    .from(subscriptions)
+    .where(
+      and(
+        status === null ? ne(subscriptions.status, "canceled") : status === "all" ? undefined : eq(subscriptions.status, status),
+        query.tier === undefined ? undefined : eq(subscriptions.tier, query.tier),
+        query.platformId === undefined ? undefined : eq(subscriptions.platformId, query.platformId),
+        keysetAfter(SUBSCRIPTIONS_NEWEST_FIRST, after),
+      ),
+    )
+    .orderBy(...keysetOrder(SUBSCRIPTIONS_NEWEST_FIRST))
+    .limit(query.limit + 1);
+  const page = toPage(rows, query.limit, (r) => ({ k: r.createdAt, id: r.id }));
+  return { data: page.data.map(subscriptionJson), cursor: page.cursor };
 }
 
 /** How long a change holds its subscription: longer than any provider call it waits for. */

@@ -1,7 +1,11 @@
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { and, count, eq } from "drizzle-orm";
+import { and, count, eq, inArray } from "drizzle-orm";
+import { ServiceTokenClient } from "@core/service-auth";
 import { testDatabases } from "@core/storage";
-import { balanceLedger, operatorAudit } from "../src/db/schema.js";
+import { PlatformDirectory } from "../src/access.js";
+import { balanceLedger, operatorAudit, subscriptions } from "../src/db/schema.js";
 import { moveBalance } from "../src/invoicing.js";
 import { startBilling, unique, type Billing } from "./support/billing.js";
 
@@ -614,6 +618,13 @@ describe.each(testDatabases())("GET /operator/overview on $name", (database) => 
   });
   afterAll(() => b?.close());
   const { subscriptionOf, pastPeriodEnd, subscribedSeats } = operatorKit(() => b);
+  const billingTokens = () => new ServiceTokenClient(b.iam.url, { serviceId: "billing", secret: "billing-secret" });
+  /** how many platforms the registry knows, by walking its pages as an operator would */
+  async function registryPlatformCount(): Promise<number> {
+    let total = 0;
+    for await (const ids of b.ctx.platforms.platformIdPages()) total += ids.length;
+    return total;
+  }
 
   it("counts an empty billing as zeros", async () => {
     const r = await b.call("GET", "/operator/overview", { headers: op });
@@ -627,6 +638,7 @@ describe.each(testDatabases())("GET /operator/overview on $name", (database) => 
       pastDuePlatforms: 0,
       platformsByTier: { free: 0, starter: 0, growth: 0, scale: 0 },
       revenueThisMonthCents: 0,
+      platformCountsComplete: true,
     });
   });
 
@@ -657,7 +669,90 @@ describe.each(testDatabases())("GET /operator/overview on $name", (database) => 
       // January's 2900 is last month's; the refused renewal collected nothing; a payment of this very
       // instant counts
       revenueThisMonthCents: 2900 + 2 * 9900,
+      platformCountsComplete: true,
     });
+  });
+
+  it("counts the platforms the registry knows and billing has not read yet as active and free, without reading them", async () => {
+    const before = (await b.call("GET", "/operator/overview", { headers: op })).body;
+    const unread = [await b.newPlatform(), await b.newPlatform(), await b.newPlatform()];
+    const after = (await b.call("GET", "/operator/overview", { headers: op })).body;
+    expect(after).toEqual({
+      ...before,
+      activePlatforms: before.activePlatforms + 3,
+      platformsByTier: { ...before.platformsByTier, free: before.platformsByTier.free + 3 },
+    });
+    // counting them made no subscription: they are still unread
+    const rows = await b.db.select({ n: count() }).from(subscriptions).where(inArray(subscriptions.platformId, unread));
+    expect(Number(rows[0]!.n)).toBe(0);
+    // once read, each is counted once, not twice
+    for (const platformId of unread) await subscriptionOf(platformId);
+    expect((await b.call("GET", "/operator/overview", { headers: op })).body).toEqual(after);
+  });
+
+  it("walks the registry's pages, one request per hundred platforms (never one per platform), and counts each once", async () => {
+    while ((await registryPlatformCount()) <= 205) await b.newPlatform();
+    const total = await registryPlatformCount();
+    const asked: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      asked.push(String(input));
+      return fetch(input, init);
+    };
+    const original = b.ctx.platforms;
+    b.ctx.platforms = new PlatformDirectory(b.registryUrl, billingTokens(), counting);
+    try {
+      const r = await b.call("GET", "/operator/overview", { headers: op });
+      expect(r.status).toBe(200);
+      expect(r.body.activePlatforms).toBe(total);
+      expect(r.body.platformCountsComplete).toBe(true);
+      expect(asked).toHaveLength(Math.ceil(total / 100));
+      expect(asked.every((url) => url.includes("/platforms?limit=100"))).toBe(true);
+    } finally {
+      b.ctx.platforms = original;
+    }
+  });
+
+  it("answers what billing knows, with platformCountsComplete false, when the registry is down, failing or answering nonsense", async () => {
+    const complete = (await b.call("GET", "/operator/overview", { headers: op })).body;
+    await b.newPlatform();
+    const original = b.ctx.platforms;
+    // a registry that answers 500, and one that answers 200 with what is not a page of platforms
+    const answers = [
+      (res: ServerResponse) => res.writeHead(500, { "content-type": "application/json" }).end('{"error":{"code":"INTERNAL"}}'),
+      (res: ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end("<html>maintenance</html>"),
+      (res: ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end('{"data":[{"id":7}],"cursor":null}'),
+    ];
+    const servers = await Promise.all(
+      answers.map(async (answer) => {
+        const server = createServer((_req, res) => answer(res));
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        return server;
+      }),
+    );
+    try {
+      // nothing listens on port 1: the registry is down
+      for (const url of ["http://127.0.0.1:1", ...servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`)]) {
+        b.ctx.platforms = new PlatformDirectory(url, billingTokens());
+        const r = await b.call("GET", "/operator/overview", { headers: op });
+        expect(r.status, url).toBe(200);
+        // MRR and revenue are billing's own; the platform counts are those billing has read (the new one is left out)
+        const billingOnly = (await b.db.select({ n: count() }).from(subscriptions).where(eq(subscriptions.current, true)))[0]!.n;
+        expect(r.body, url).toEqual({
+          ...complete,
+          activePlatforms: Number(billingOnly),
+          platformsByTier: { ...complete.platformsByTier, free: complete.platformsByTier.free - (complete.activePlatforms - Number(billingOnly)) },
+          platformCountsComplete: false,
+        });
+      }
+    } finally {
+      b.ctx.platforms = original;
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
+    const again = (await b.call("GET", "/operator/overview", { headers: op })).body;
+    expect(again).toEqual({ ...complete, activePlatforms: complete.activePlatforms + 1, platformsByTier: { ...complete.platformsByTier, free: complete.platformsByTier.free + 1 } });
   });
 
   it("is for operators: a tenant owner gets 403, nobody 401", async () => {

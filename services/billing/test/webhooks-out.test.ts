@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
+import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "@core/kit";
 import { testDatabases } from "@core/storage";
 import { verifyCoreSignature } from "../../../docs/examples/webhook-receiver.mjs";
-import { webhookDeliveries } from "../src/db/schema.js";
+import { operatorAudit, webhookDeliveries, webhookEndpoints } from "../src/db/schema.js";
 import { RETRY_FOR_MS, WebhookDispatcher, retryDelayMs } from "../src/webhooks/dispatcher.js";
 import { startBilling, unique, type Billing } from "./support/billing.js";
 
@@ -48,6 +49,25 @@ async function receiver() {
   };
 }
 
+/** Stripe's own verifier (the SDK's): it parses `t=…,v1=…,v1=…` and accepts a payload when one v1 matches the secret. */
+const stripeWebhooks = new Stripe("sk_test_signing_only_0000").webhooks;
+/** Whether Stripe's verifier accepts the delivery with `secret`, as received at the time it was signed. */
+function stripeAccepts(secret: string, r: { signature: string; body: string }): boolean {
+  const t = Number(/t=(\d+)/.exec(r.signature)![1]);
+  try {
+    stripeWebhooks.constructEvent(r.body, r.signature, secret, 300, undefined, t * 1000);
+    return true;
+  } catch {
+    return false;
+  }
+}
+/** The header's parts as a receiver parses them: one t, then each v1 signature in order. */
+function parsedSignature(header: string): { t: number; v1: string[] } {
+  expect(header).toMatch(/^t=\d+(,v1=[0-9a-f]{64})+$/);
+  const parts = header.split(",").map((p) => p.split("=") as [string, string]);
+  return { t: Number(parts[0]![1]), v1: parts.slice(1).map(([, v]) => v) };
+}
+
 /**
  * Billing's events out (DESIGN §6.8): endpoints operators manage, an outbox written with each
  * change, and deliveries signed per attempt and retried for three days by a dispatcher every replica
@@ -86,9 +106,17 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
     it("registers an endpoint and shows its whsec_ secret once; the list never shows it; delete removes it, once", async () => {
       const created = await b.call("POST", "/operator/webhook-endpoints", { headers: op, body: { url: "https://hooks.example.com/core", events: ["invoice.paid"], description: "ledger" } });
       expect(created.status).toBe(201);
-      expect(created.body).toEqual({ id: expect.stringMatching(/^we_/), url: "https://hooks.example.com/core", events: ["invoice.paid"], description: "ledger", secret: expect.stringMatching(/^whsec_[\w-]{43}$/), createdAt: expect.any(Number) });
+      expect(created.body).toEqual({
+        id: expect.stringMatching(/^we_/),
+        url: "https://hooks.example.com/core",
+        events: ["invoice.paid"],
+        description: "ledger",
+        secret: expect.stringMatching(/^whsec_[\w-]{43}$/),
+        createdAt: expect.any(Number),
+        previousSecretExpiresAt: null,
+      });
       const list = await b.call("GET", "/operator/webhook-endpoints", { headers: op });
-      expect(list.body.data).toContainEqual({ id: created.body.id, url: "https://hooks.example.com/core", events: ["invoice.paid"], description: "ledger", createdAt: created.body.createdAt });
+      expect(list.body.data).toContainEqual({ id: created.body.id, url: "https://hooks.example.com/core", events: ["invoice.paid"], description: "ledger", createdAt: created.body.createdAt, previousSecretExpiresAt: null });
       expect(JSON.stringify(list.body)).not.toContain(created.body.secret);
       expect((await b.call("DELETE", `/operator/webhook-endpoints/${created.body.id}`, { headers: op })).body).toEqual({ id: created.body.id, deleted: true });
       expect((await b.call("DELETE", `/operator/webhook-endpoints/${created.body.id}`, { headers: op })).status).toBe(404);
@@ -417,5 +445,144 @@ describe.each(testDatabases())("webhooks out ($name)", (database) => {
       }
     });
 
+  });
+
+  describe("secret rotation", () => {
+    const rotate = (id: string, body?: unknown, headers = op) => b.call("POST", `/operator/webhook-endpoints/${id}/rotate-secret`, { headers, ...(body !== undefined && { body }) });
+    const nowSeconds = () => Math.floor(b.clock.now().getTime() / 1000);
+    /** one invoice.paid delivered to the endpoint now; answers what the receiver got */
+    async function deliveredNow() {
+      const count = hooks.received.length;
+      await b.upgraded("plan_starter");
+      await dispatcher().pass();
+      const got = since(count);
+      expect(got).toHaveLength(1);
+      return got[0]!;
+    }
+
+    it("a new secret, shown once; while the old one is active each delivery carries both v1 signatures and a receiver with either accepts; at its expiry only the new one", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const rotated = await rotate(ep.id, {});
+      expect(rotated.status).toBe(200);
+      const at = nowSeconds();
+      expect(rotated.body).toEqual({ id: ep.id, url: hooks.url, events: ["invoice.paid"], description: null, createdAt: expect.any(Number), secret: expect.stringMatching(/^whsec_[\w-]{43}$/), previousSecretExpiresAt: at + 86_400 });
+      const fresh = rotated.body.secret as string;
+      expect(fresh).not.toBe(ep.secret);
+      // the list shows when the old secret stops, never a secret
+      const list = await b.call("GET", "/operator/webhook-endpoints", { headers: op });
+      expect(list.body.data).toContainEqual(expect.objectContaining({ id: ep.id, previousSecretExpiresAt: at + 86_400 }));
+      expect(JSON.stringify(list.body)).not.toContain(fresh);
+      expect(JSON.stringify(list.body)).not.toContain(ep.secret);
+
+      const during = await deliveredNow();
+      const sig = parsedSignature(during.signature);
+      expect(sig.v1).toHaveLength(2);
+      expect(sig.t).toBe(nowSeconds());
+      // the new secret's signature comes first
+      expect(verifyCoreSignature(fresh, `t=${sig.t},v1=${sig.v1[0]}`, during.body, sig.t)).toBeNull();
+      expect(verifyCoreSignature(ep.secret, `t=${sig.t},v1=${sig.v1[1]}`, during.body, sig.t)).toBeNull();
+      for (const secret of [fresh, ep.secret]) {
+        expect(stripeAccepts(secret, during)).toBe(true);
+        expect(verifyCoreSignature(secret, during.signature, during.body, sig.t)).toBeNull();
+      }
+      expect(stripeAccepts("whsec_another", during)).toBe(false);
+
+      // a second before the expiry both still sign; at it only the new one
+      b.clock.advance(86_399_000);
+      expect(parsedSignature((await deliveredNow()).signature).v1).toHaveLength(2);
+      b.clock.advance(1_000);
+      const after = await deliveredNow();
+      expect(parsedSignature(after.signature).v1).toHaveLength(1);
+      expect(stripeAccepts(fresh, after)).toBe(true);
+      expect(stripeAccepts(ep.secret, after)).toBe(false);
+      expect(verifyCoreSignature(ep.secret, after.signature, after.body, signedAt(after))).toMatch(/no signature matches/);
+      // and the expired secret is not kept
+      const [row] = await b.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, ep.id));
+      expect(row!.previousSecret).toBeNull();
+      expect(row!.secret).toBe(fresh);
+    });
+
+    it("expiresInSeconds 0 retires the old secret now; the body may be left out (a day); 7 days at most", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const now = await rotate(ep.id, { expiresInSeconds: 0 });
+      expect(now.status).toBe(200);
+      expect(now.body.previousSecretExpiresAt).toBe(nowSeconds());
+      const r = await deliveredNow();
+      expect(parsedSignature(r.signature).v1).toHaveLength(1);
+      expect(stripeAccepts(now.body.secret, r)).toBe(true);
+      expect(stripeAccepts(ep.secret, r)).toBe(false);
+
+      const bare = await b.call("POST", `/operator/webhook-endpoints/${ep.id}/rotate-secret`, { headers: op });
+      expect(bare.status, JSON.stringify(bare.body)).toBe(200);
+      expect(bare.body.previousSecretExpiresAt).toBe(nowSeconds() + 86_400);
+      const week = await rotate(ep.id, { expiresInSeconds: 604_800 });
+      expect(week.status).toBe(200);
+      expect(week.body.previousSecretExpiresAt).toBe(nowSeconds() + 604_800);
+      for (const body of [{ expiresInSeconds: 604_801 }, { expiresInSeconds: -1 }, { expiresInSeconds: 1.5 }, { expiresInSeconds: "60" }, { expiresInSeconds: null }, { secret: "whsec_mine" }, []]) {
+        const refused = await rotate(ep.id, body);
+        expect(refused.status, JSON.stringify(body)).toBe(400);
+        expect(refused.body.error.code).toBe("VALIDATION_ERROR");
+      }
+      // a refused rotation changed nothing: the week's secret still signs, with the one before it
+      const last = await deliveredNow();
+      expect(stripeAccepts(week.body.secret, last)).toBe(true);
+      expect(stripeAccepts(bare.body.secret, last)).toBe(true);
+    });
+
+    it("rotating again while the previous secret is active replaces it with the current one: the oldest stops at once", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const first = await rotate(ep.id, { expiresInSeconds: 3_600 });
+      const second = await rotate(ep.id, { expiresInSeconds: 600 });
+      expect(second.body.previousSecretExpiresAt).toBe(nowSeconds() + 600);
+      const r = await deliveredNow();
+      expect(parsedSignature(r.signature).v1).toHaveLength(2);
+      expect(stripeAccepts(second.body.secret, r)).toBe(true);
+      expect(stripeAccepts(first.body.secret, r)).toBe(true);
+      expect(stripeAccepts(ep.secret, r)).toBe(false);
+    });
+
+    it("with an Idempotency-Key a retry answers the same secret and rotates once, also when sent at once; the key with another body is 422", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const key = { ...op, "idempotency-key": unique("rotate") };
+      const answers = await Promise.all(Array.from({ length: 4 }, () => rotate(ep.id, { expiresInSeconds: 3_600 }, key)));
+      const done = answers.filter((a) => a.status === 200);
+      expect(done.length).toBeGreaterThanOrEqual(1);
+      for (const a of answers.filter((a) => a.status !== 200)) expect(a.body.error.code).toBe("IDEMPOTENCY_KEY_IN_USE");
+      expect(new Set(done.map((a) => a.body.secret)).size).toBe(1);
+      const again = await rotate(ep.id, { expiresInSeconds: 3_600 }, key);
+      expect(again.status).toBe(200);
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(again.body.secret).toBe(done[0]!.body.secret);
+      // rotated once: the original secret is still the previous one, and still signs
+      const [row] = await b.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, ep.id));
+      expect(row!.secret).toBe(again.body.secret);
+      expect(row!.previousSecret).toBe(ep.secret);
+      expect(stripeAccepts(ep.secret, await deliveredNow())).toBe(true);
+      const reused = await rotate(ep.id, { expiresInSeconds: 60 }, key);
+      expect(reused.status).toBe(422);
+      expect(reused.body.error.code).toBe("IDEMPOTENCY_KEY_REUSED");
+    });
+
+    it("a removed or unknown endpoint is 404; tenants get 403, nobody 401; each rotation is audited without a secret", async () => {
+      const ep = await endpoint({ events: ["invoice.paid"] });
+      const platformId = await b.newPlatform();
+      expect((await rotate(ep.id, {}, b.as.owner(platformId))).status).toBe(403);
+      expect((await rotate(ep.id, {}, {})).status).toBe(401);
+      const rotated = await rotate(ep.id, { expiresInSeconds: 60 }, await b.as.service());
+      expect(rotated.status).toBe(200);
+      const audit = await b.db.select().from(operatorAudit).where(and(eq(operatorAudit.action, "webhook_endpoint.rotate_secret"), eq(operatorAudit.targetId, ep.id)));
+      expect(audit).toHaveLength(1);
+      expect(audit[0]).toMatchObject({ actorType: "service", after: expect.objectContaining({ previousSecretExpiresAt: nowSeconds() + 60 }) });
+      const everything = JSON.stringify(await b.db.select().from(operatorAudit));
+      expect(everything).not.toContain(rotated.body.secret);
+      expect(everything).not.toContain(ep.secret);
+      expect(everything).not.toContain("whsec_");
+
+      expect((await b.call("DELETE", `/operator/webhook-endpoints/${ep.id}`, { headers: op })).status).toBe(200);
+      const gone = await rotate(ep.id, {});
+      expect(gone.status).toBe(404);
+      expect(gone.body.error).toEqual(expect.objectContaining({ code: "NOT_FOUND", requestId: expect.any(String) }));
+      expect((await rotate("we_nobody", {})).status).toBe(404);
+    });
   });
 });

@@ -104,6 +104,11 @@ export const customers = billing.table(
     index("customers_user_idx").on(t.userId),
     uniqueIndex("customers_invoice_prefix_key").on(t.invoicePrefix),
     uniqueIndex("customers_provider_customer_key").on(t.providerCustomerId).where(sql`${t.providerCustomerId} is not null`),
+    // GET /customers (DESIGN §6.12): newest first, and the email search from the start of the address
+    // or of its domain; text_pattern_ops so that LIKE 'acme%' uses the index under any collation
+    index("customers_created_idx").on(t.createdAt, t.id),
+    index("customers_email_search_idx").on(sql`lower(${t.email}) text_pattern_ops`),
+    index("customers_email_domain_idx").on(sql`split_part(lower(${t.email}), '@', 2) text_pattern_ops`),
   ],
 );
 
@@ -196,6 +201,9 @@ export const subscriptions = billing.table(
     index("subscriptions_customer_idx").on(t.customerId),
     // the renewal worker's scan: current subscriptions by the end of their period
     index("subscriptions_due_idx").on(t.currentPeriodEnd).where(sql`${t.current}`),
+    // GET /subscriptions (DESIGN §6.12): newest first, by status (the default leaves out canceled ones)
+    index("subscriptions_created_idx").on(t.createdAt, t.id),
+    index("subscriptions_status_created_idx").on(t.status, t.createdAt, t.id),
   ],
 );
 

@@ -1,13 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { badRequest, conflict, errorResponses, jsonBody, jsonContent, notFound, security, traceOf, type ServiceApp } from "@core/kit";
+import { badRequest, conflict, cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, security, traceOf, type ServiceApp } from "@core/kit";
 import { isUniqueViolation } from "@core/storage";
 import { auditRequest, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { atProvider, cardOfCustomer, createCustomer, customerJson, findCustomer, updateCustomer } from "../customers.js";
+import { listCustomers } from "../customers.js";
 import type { CustomerRow } from "../db/schema.js";
 import { subscriptionJson, subscriptionsOfCustomer } from "../subscriptions.js";
 import { paymentMethodJson } from "./payment-methods.js";
-import { CustomerSchema, Email, Metadata, pathId, PaymentMethodSchema, SubscriptionSchema } from "./schemas.js";
+import { CustomerSchema, Email, Id, Metadata, pathId, PaymentMethodSchema, SubscriptionSchema } from "./schemas.js";
 
 const Name = z.string().min(1).max(200);
 
@@ -68,6 +69,35 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
       }
       await auditRequest(c, engine, caller, { action: "customer.create", targetType: "customer", targetId: customer.id, after: customerJson(customer) });
       return c.json(customerJson(customer), 201);
+    },
+  );
+
+  // GET /customers (DESIGN §6.12): operators find a customer by email or platform
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/customers",
+      summary: "Find customers, newest first: by email (from the start of the address or of its domain, in any case) and platform; cursor is null on the last page",
+      description:
+        'email "acme" finds acme@example.com and billing@acme.com; "billing@acme" finds billing@acme.com; a string inside a word ("cme") finds nothing. ' +
+        "Filters combine with AND. limit 1-100, default 25.",
+      security: security.anyCredential,
+      request: {
+        query: z.object({
+          email: z.string().min(1).max(320).optional().openapi({ param: { name: "email", in: "query" }, description: "the start of the address or of its domain, in any case" }),
+          platformId: Id.optional().openapi({ param: { name: "platformId", in: "query" }, description: "the platform's customer" }),
+          cursor: cursorParam(),
+          limit: limitParam(25, 100),
+        }),
+      },
+      responses: {
+        200: jsonContent(z.object({ data: z.array(CustomerSchema), cursor: z.string().nullable() }).openapi("CustomerPage"), "A page of customers"),
+        ...errorResponses(400, 401, 403),
+      },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      return c.json(await listCustomers(engine.db, c.req.valid("query")), 200);
     },
   );
 

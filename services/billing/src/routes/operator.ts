@@ -47,6 +47,11 @@ const OverviewSchema = z
     pastDuePlatforms: z.number().int(),
     platformsByTier: z.object({ free: z.number().int(), starter: z.number().int(), growth: z.number().int(), scale: z.number().int() }),
     revenueThisMonthCents: z.number().int(),
+    platformCountsComplete: z.boolean().openapi({
+      description:
+        "true: the platform counts cover every platform the platform registry knows (those billing has not read yet are active and free). " +
+        "false: the registry could not be asked, and they cover only the platforms billing has read; MRR and revenue are billing's own and complete either way",
+    }),
   })
   .openapi("BillingOverview");
 
@@ -256,13 +261,15 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     createRoute({
       method: "get",
       path: "/operator/overview",
-      summary: "Monthly recurring revenue, platforms by state and tier, revenue collected this month",
+      summary: "Monthly recurring revenue, platforms by state and tier (every platform the registry knows), revenue collected this month",
+      description:
+        "DESIGN §6.12. When the platform registry cannot be asked the answer is still 200, with platformCountsComplete false: the platform counts are then those billing has read.",
       security: security.anyCredential,
       responses: { 200: jsonContent(OverviewSchema, "The overview"), ...errorResponses(401, 403) },
     }),
     async (c) => {
       await requireOperator(c, ctx.credentials);
-      return c.json(await overview(engine), 200);
+      return c.json(await overview(engine, () => ctx.platforms.platformIdPages(traceOf(c))), 200);
     },
   );
 

@@ -1,14 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { badRequest, conflict, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { badRequest, conflict, cursorParam, errorResponses, jsonBody, jsonContent, limitParam, security, type ServiceApp } from "@core/kit";
 import { auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { updateSubscription, upgrade } from "../changes.js";
 import { customerOfUser } from "../customers.js";
 import { cancelSubscription } from "../operator.js";
 import type { PaidTier as PaidTierName } from "../plans.js";
-import { findSubscription, subscriptionJson } from "../subscriptions.js";
+import { findSubscription, listSubscriptions, SUBSCRIPTION_LIST_STATUSES, subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
-import { Id, IdempotencyHeader, Metadata, pathId, SubscriptionSchema } from "./schemas.js";
+import { Id, IdempotencyHeader, Metadata, pathId, SubscriptionSchema, Tier } from "./schemas.js";
 
 const SubscriptionInput = z
   .object({
@@ -80,6 +80,35 @@ export function subscriptionRoutes(app: ServiceApp, ctx: BillingContext) {
         return { status: 201, body: subscriptionJson(result.subscription) };
       });
       return keyedAnswer(c, keyed);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/subscriptions",
+      summary: "Find subscriptions, newest first, by status, tier and platform; cursor is null on the last page",
+      description:
+        "Without status, the subscriptions that have not ended (Stripe's default); status=canceled lists the ended ones, status=all every one. " +
+        "Filters combine with AND. limit 1-100, default 25.",
+      security: security.anyCredential,
+      request: {
+        query: z.object({
+          status: z.enum(SUBSCRIPTION_LIST_STATUSES).optional().openapi({ param: { name: "status", in: "query" }, description: "active, trialing, past_due, canceled, or all; default every status but canceled" }),
+          tier: Tier.optional().openapi({ param: { name: "tier", in: "query" } }),
+          platformId: Id.optional().openapi({ param: { name: "platformId", in: "query" }, description: "the platform's subscriptions (with status=all its ended ones too)" }),
+          cursor: cursorParam(),
+          limit: limitParam(25, 100),
+        }),
+      },
+      responses: {
+        200: jsonContent(z.object({ data: z.array(SubscriptionSchema), cursor: z.string().nullable() }).openapi("SubscriptionPage"), "A page of subscriptions"),
+        ...errorResponses(400, 401, 403),
+      },
+    }),
+    async (c) => {
+      await requireOperator(c, ctx.credentials);
+      return c.json(await listSubscriptions(engine.db, c.req.valid("query")), 200);
     },
   );
 

@@ -1,10 +1,20 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { cursorParam, errorResponses, jsonBody, jsonContent, limitParam, security, type ServiceApp } from "@core/kit";
-import { auditRequest, requireOperator } from "../access.js";
+import { auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { enabledWebhookEndpoints, endpointJson, listDeliveries, registerWebhookEndpoint, removeWebhookEndpoint } from "../webhooks/endpoints.js";
+import {
+  enabledWebhookEndpoints,
+  endpointJson,
+  listDeliveries,
+  MAX_ROTATION_GRACE_SECONDS,
+  registerWebhookEndpoint,
+  removeWebhookEndpoint,
+  rotateWebhookEndpointSecret,
+  ROTATION_GRACE_SECONDS,
+} from "../webhooks/endpoints.js";
 import { EVENT_TYPES } from "../webhooks/outbox.js";
-import { pathId } from "./schemas.js";
+import { keyedAnswer } from "./answers.js";
+import { IdempotencyHeader, pathId } from "./schemas.js";
 
 const EventType = z.enum(EVENT_TYPES);
 
@@ -35,12 +45,30 @@ const EndpointSchema = z
     events: z.array(EventType).nullable().openapi({ description: "null: every event type" }),
     description: z.string().nullable(),
     createdAt: z.number().int(),
+    previousSecretExpiresAt: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "Unix seconds (wall-clock): when the secret before the last rotation stops signing deliveries; null when the secret was never rotated" }),
   })
   .openapi("WebhookEndpoint");
 
 const CreatedEndpointSchema = EndpointSchema.extend({
   secret: z.string().openapi({ description: "whsec_…: what each delivery's Core-Signature is made with. Shown this once; keep it" }),
 }).openapi("CreatedWebhookEndpoint");
+
+const RotateInput = z
+  .object({
+    expiresInSeconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_ROTATION_GRACE_SECONDS)
+      .optional()
+      .openapi({ description: `How long the old secret keeps signing deliveries beside the new one: 0 retires it now; default ${ROTATION_GRACE_SECONDS} (a day), at most ${MAX_ROTATION_GRACE_SECONDS} (7 days)` }),
+  })
+  .strict()
+  .openapi("RotateWebhookSecretInput");
 
 const AttemptSchema = z
   .object({
@@ -119,6 +147,35 @@ export function webhookEndpointRoutes(app: ServiceApp, ctx: BillingContext) {
       const removed = await removeWebhookEndpoint(engine.db, engine.time.wallNow(), id);
       await auditRequest(c, engine, caller, { action: "webhook_endpoint.delete", targetType: "webhook_endpoint", targetId: id, before: endpointJson(removed) });
       return c.json({ id, deleted: true as const }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/operator/webhook-endpoints/{id}/rotate-secret",
+      summary: "Give an endpoint a new signing secret, shown once; the old one keeps signing beside it for expiresInSeconds (default a day, 0: retired now, at most 7 days)",
+      description:
+        "DESIGN §6.8. While the old secret is active every delivery carries both signatures (Core-Signature: t=<unix>,v1=<new>,v1=<old>); after it expires only the new one. " +
+        "Rotating again while a previous secret is active replaces that previous secret with the current one (at most two sign at once). A removed endpoint is 404. The body may be left out. " +
+        "With an Idempotency-Key, a retry whose answer was lost answers the same secret again (Idempotent-Replayed: true) instead of rotating twice, which would retire the secret the receivers still have.",
+      security: security.anyCredential,
+      request: { params: z.object({ id: pathId("id") }), headers: IdempotencyHeader, body: { ...jsonBody(RotateInput), required: false } },
+      responses: { 200: jsonContent(CreatedEndpointSchema, "The endpoint, with its new secret"), ...errorResponses(400, 401, 403, 404, 409, 422) },
+    }),
+    async (c) => {
+      const caller = await requireOperator(c, ctx.credentials);
+      const { id } = c.req.valid("param");
+      const expiresInSeconds = (c.req.valid("json") as z.infer<typeof RotateInput> | undefined)?.expiresInSeconds ?? ROTATION_GRACE_SECONDS;
+      const request = { id, expiresInSeconds };
+      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/webhook-endpoints/{id}/rotate-secret", key: c.req.valid("header")["idempotency-key"], request }, async () => {
+        const { before, after } = await rotateWebhookEndpointSecret(engine.db, engine.time.wallNow(), id, expiresInSeconds);
+        // the audit names when the old secret stops, never a secret
+        await auditRequest(c, engine, caller, { action: "webhook_endpoint.rotate_secret", targetType: "webhook_endpoint", targetId: id, before: endpointJson(before), after: endpointJson(after) });
+        // the stored answer (kept 24 hours, as every keyed answer) holds the new secret, so that a retry can show it
+        return { status: 200, body: { ...endpointJson(after), secret: after.secret } };
+      });
+      return keyedAnswer(c, keyed);
     },
   );
 

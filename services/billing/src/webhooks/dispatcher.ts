@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { lookup, type LookupAddress, type LookupOptions } from "node:dns";
 import { BlockList, isIP } from "node:net";
 import { Agent, buildConnector, fetch } from "undici";
-import { and, eq, inArray, min, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, lte, min, sql } from "drizzle-orm";
 import { unixSeconds, type Clock, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow, type WebhookEventRow } from "../db/schema.js";
@@ -26,10 +26,27 @@ export function retryDelayMs(attempt: number): number {
 
 /**
  * `Core-Signature: t=<unix>,v1=<hex>`: HMAC-SHA256 of `<t>.<body>` with the endpoint's secret, like
- * Stripe's. Each attempt is signed afresh, so `t` is when it was sent (wall-clock time).
+ * Stripe's. Each attempt is signed afresh, so `t` is when it was sent (wall-clock time). During a
+ * secret rotation's grace there is one `v1` per active secret, the current one first
+ * (`t=<unix>,v1=<new>,v1=<old>`, as Stripe sends several): a receiver accepts a delivery when one of
+ * them matches its secret.
  */
-export function signPayload(secret: string, timestamp: number, body: string): string {
-  return `t=${timestamp},v1=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`;
+export function signPayload(secrets: readonly string[], timestamp: number, body: string): string {
+  return [`t=${timestamp}`, ...secrets.map((secret) => `v1=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`)].join(",");
+}
+
+/** The secrets a delivery sent at `at` is signed with: the current one, and the previous one while it is active. */
+export function signingSecrets(endpoint: WebhookEndpointRow, at: Date): string[] {
+  const previousActive = endpoint.previousSecret !== null && endpoint.previousSecretExpiresAt !== null && endpoint.previousSecretExpiresAt.getTime() > at.getTime();
+  return previousActive ? [endpoint.secret, endpoint.previousSecret!] : [endpoint.secret];
+}
+
+/** Forgets previous secrets that have expired: a secret that signs nothing is not kept. */
+export async function forgetExpiredSecrets(db: Db, now: Date): Promise<void> {
+  await db
+    .update(webhookEndpoints)
+    .set({ previousSecret: null })
+    .where(and(isNotNull(webhookEndpoints.previousSecret), lte(webhookEndpoints.previousSecretExpiresAt, now)));
 }
 
 /**
@@ -178,6 +195,7 @@ export class WebhookDispatcher {
 
   /** Sends what is due now; answers how many attempts were made. */
   async pass(): Promise<number> {
+    await forgetExpiredSecrets(this.db, this.clock.now());
     let sent = 0;
     for (;;) {
       const claimed = await this.claim();
@@ -214,7 +232,7 @@ export class WebhookDispatcher {
       return;
     }
     const body = JSON.stringify({ id: event.id, type: event.type, createdAt: unixSeconds(event.createdAt), data: event.data });
-    const answer = await this.send(endpoint.url, endpoint.secret, event.id, body, started);
+    const answer = await this.send(endpoint.url, signingSecrets(endpoint, started), event.id, body, started);
     const ok = answer.status !== null && answer.status >= 200 && answer.status < 300;
     if (ok) {
       await this.finish(delivery, started, answer, "delivered");
@@ -230,7 +248,7 @@ export class WebhookDispatcher {
   }
 
   /** One POST, signed now; never throws: no answer is an answer too. */
-  private async send(url: string, secret: string, eventId: string, body: string, at: Date): Promise<{ status: number | null; response: string; durationMs: number }> {
+  private async send(url: string, secrets: string[], eventId: string, body: string, at: Date): Promise<{ status: number | null; response: string; durationMs: number }> {
     const began = performance.now();
     const took = () => Math.round(performance.now() - began);
     try {
@@ -244,7 +262,7 @@ export class WebhookDispatcher {
           "content-type": "application/json",
           "user-agent": "core-billing-webhooks/1",
           "core-event-id": eventId,
-          "core-signature": signPayload(secret, Math.floor(at.getTime() / 1000), body),
+          "core-signature": signPayload(secrets, Math.floor(at.getTime() / 1000), body),
         },
         body,
         signal: AbortSignal.timeout(this.timeoutMs),

@@ -17,7 +17,11 @@ export interface NewEndpoint {
   description?: string;
 }
 
-/** An endpoint in its answer's shape: never its secret, which only the answer that made it shows. */
+/**
+ * An endpoint in its answer's shape: never its secret (nor the previous one), which only the answer
+ * that made it shows. `previousSecretExpiresAt`: when the secret before the last rotation stops
+ * signing (null when it was never rotated).
+ */
 export function endpointJson(row: WebhookEndpointRow) {
   return {
     id: row.id,
@@ -25,7 +29,42 @@ export function endpointJson(row: WebhookEndpointRow) {
     events: (row.events as EventType[] | null) ?? null,
     description: row.description,
     createdAt: unixSeconds(row.createdAt),
+    previousSecretExpiresAt: row.previousSecretExpiresAt ? unixSeconds(row.previousSecretExpiresAt) : null,
   };
+}
+
+const newSecret = () => `whsec_${randomBytes(32).toString("base64url")}`;
+
+/** How long the old secret keeps signing after a rotation by default, and at most (a week, as Stripe's dashboard offers when rolling a secret). */
+export const ROTATION_GRACE_SECONDS = 86_400;
+export const MAX_ROTATION_GRACE_SECONDS = 7 * 86_400;
+
+/**
+ * Rotates an endpoint's signing secret (DESIGN §6.8): a new secret signs every delivery from now on,
+ * and for `expiresInSeconds` (0: not at all) the one it replaces signs them too, so a receiver
+ * verifying with either accepts them while it is redeployed with the new one. Each delivery then
+ * carries both signatures, Stripe's several `v1` entries. Rotating again while a previous secret is
+ * still active replaces that previous secret with the current one: at most two secrets sign at once,
+ * the oldest is dropped at once, and a receiver still on it must take the secret of the rotation
+ * before: an old secret never lives on unseen. A removed endpoint is not found (404), as for DELETE.
+ */
+export async function rotateWebhookEndpointSecret(db: Db, now: Date, id: string, expiresInSeconds: number): Promise<{ before: WebhookEndpointRow; after: WebhookEndpointRow }> {
+  const rotated = await db.transaction(async (tx) => {
+    const [before] = await tx.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).for("update");
+    if (!before) return null;
+    const [after] = await tx
+      .update(webhookEndpoints)
+      .set({
+        secret: newSecret(),
+        previousSecret: expiresInSeconds > 0 ? before.secret : null,
+        previousSecretExpiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
+      })
+      .where(eq(webhookEndpoints.id, id))
+      .returning();
+    return { before, after: after! };
+  });
+  if (!rotated) throw notFound(`No webhook endpoint ${id}`);
+  return rotated;
 }
 
 /**
@@ -38,7 +77,7 @@ export async function registerWebhookEndpoint(db: Db, now: Date, input: NewEndpo
   if (enabled.length >= MAX_ENDPOINTS) throw new ApiError(409, "TOO_MANY_ENDPOINTS", `At most ${MAX_ENDPOINTS} endpoints: delete one first`);
   const [row] = await db
     .insert(webhookEndpoints)
-    .values({ id: newId("we"), url: input.url, events: input.events ?? null, description: input.description ?? null, secret: `whsec_${randomBytes(32).toString("base64url")}`, createdAt: now })
+    .values({ id: newId("we"), url: input.url, events: input.events ?? null, description: input.description ?? null, secret: newSecret(), createdAt: now })
     .returning();
   return row!;
 }
