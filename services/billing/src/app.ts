@@ -29,6 +29,7 @@ import { webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { WebhookDispatcher } from "./webhooks/dispatcher.js";
 import { noteTrialsEnding } from "./webhooks/trials.js";
 import { TierSync } from "./tier-sync.js";
+import { TaxRates } from "./tax.js";
 
 export interface BillingDeps {
   db: Db;
@@ -84,12 +85,13 @@ export function createApp(deps: BillingDeps) {
     time,
     catalogue: deps.config.catalogue,
     provider: deps.provider ?? (stripe ? new StripeProvider(deps.db, stripe.client) : new LocalProvider(deps.db, clock, deps.config.billingUrl)),
-    taxPercent: deps.config.taxPercent,
+    tax: { rates: deps.config.taxRates ?? TaxRates.flat(deps.config.taxPercent), seller: deps.config.seller },
     usageGraceSeconds: deps.config.usageGraceSeconds,
     chargeDeadlineMs,
     logger: deps.logger,
     metrics,
   };
+  engine.tax.rates.onReloadError = (message) => deps.logger.error({ setting: "CORE_BILLING_TAX_RATES" }, message);
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
   const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: deps.logger });
