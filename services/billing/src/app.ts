@@ -20,6 +20,7 @@ import { testClockRoutes } from "./routes/test-clock.js";
 import { paymentMethodRoutes, platformPaymentMethodRoutes } from "./routes/payment-methods.js";
 import { planRoutes } from "./routes/plans.js";
 import { portalRoutes } from "./routes/portal.js";
+import { portalDetailsRoutes } from "./routes/portal-details.js";
 import { stripeWebhookRoutes } from "./routes/stripe-webhooks.js";
 import { platformSubscriptionRoutes } from "./routes/subscription.js";
 import { subscriptionRoutes } from "./routes/subscriptions.js";
@@ -152,6 +153,8 @@ export function createApp(deps: BillingDeps) {
   subscriptionRoutes(app, ctx);
   usageRoutes(app, ctx);
   usageEventRoutes(app, ctx);
+  // before the portal's own /portal/:id pages: /portal/open is not a session id
+  portalDetailsRoutes(app, ctx);
   portalRoutes(app, ctx);
   stripeWebhookRoutes(app, ctx, stripe, () => clock.now());
   webhookEndpointRoutes(app, ctx);
