@@ -58,11 +58,45 @@ export const TAX_ID_TYPES = Object.keys(TAX_ID_FORMATS) as [string, ...string[]]
 /** A tax id as its format is checked: spaces, dots, dashes and slashes removed, upper case. */
 export const normalTaxId = (value: string) => value.replace(/[\s.\-/]/g, "").toUpperCase();
 
+/** The national formats of EU VAT numbers after the country prefix (the European Commission's VIES list). */
+const EU_VAT_NATIONAL: Readonly<Record<string, RegExp>> = {
+  AT: /^U[0-9]{8}$/,
+  BE: /^[01][0-9]{9}$/,
+  BG: /^[0-9]{9,10}$/,
+  CY: /^[0-9]{8}[A-Z]$/,
+  CZ: /^[0-9]{8,10}$/,
+  DE: /^[0-9]{9}$/,
+  DK: /^[0-9]{8}$/,
+  EE: /^[0-9]{9}$/,
+  EL: /^[0-9]{9}$/,
+  ES: /^[0-9A-Z][0-9]{7}[0-9A-Z]$/,
+  FI: /^[0-9]{8}$/,
+  FR: /^[0-9A-Z]{2}[0-9]{9}$/,
+  HR: /^[0-9]{11}$/,
+  HU: /^[0-9]{8}$/,
+  IE: /^[0-9][0-9A-Z+*][0-9]{5}[A-Z]{1,2}$/,
+  IT: /^[0-9]{11}$/,
+  LT: /^([0-9]{9}|[0-9]{12})$/,
+  LU: /^[0-9]{8}$/,
+  LV: /^[0-9]{11}$/,
+  MT: /^[0-9]{8}$/,
+  NL: /^[0-9]{9}B[0-9]{2}$/,
+  PL: /^[0-9]{10}$/,
+  PT: /^[0-9]{9}$/,
+  RO: /^[0-9]{2,10}$/,
+  SE: /^[0-9]{12}$/,
+  SI: /^[0-9]{8}$/,
+  SK: /^[0-9]{10}$/,
+  XI: /^([0-9]{9}|[0-9]{12}|GD[0-9]{3}|HA[0-9]{3})$/,
+};
+
 /** Why a tax id's value does not fit its type, or null when it does. */
 export function taxIdProblem(id: TaxId): string | null {
   const format = TAX_ID_FORMATS[id.type];
   if (!format) return `unknown tax id type "${id.type.slice(0, 20)}"`;
-  if (!format.pattern.test(normalTaxId(id.value))) return `not a valid ${id.type} (for example ${format.example})`;
+  const value = normalTaxId(id.value);
+  const national = id.type === "eu_vat" ? EU_VAT_NATIONAL[value.slice(0, 2)] : undefined;
+  if (!format.pattern.test(value) || (national && !national.test(value.slice(2)))) return `not a valid ${id.type} (for example ${format.example})`;
   return null;
 }
 
@@ -111,10 +145,14 @@ const RateValue = z.union([z.number(), z.string()]).transform((v, ctx) => {
   }
   return text;
 });
-const RateKey = z
-  .string()
-  .refine((k) => k === "default" || isCountry(k) || (/^[A-Z]{2}-[A-Z0-9]{1,3}$/.test(k) && isCountry(k.slice(0, 2))), "keys are default, a country (DE) or a country and its region (US-CA)");
-const RateTableSchema = z.record(RateKey, RateValue).refine((t) => Object.keys(t).length <= 1000, "at most 1000 rates");
+const rateKey = (k: string) => k === "default" || isCountry(k) || (/^[A-Z]{2}-[A-Z0-9]{1,3}$/.test(k) && isCountry(k.slice(0, 2)));
+const RateTableSchema = z.record(z.string(), RateValue).superRefine((table, check) => {
+  const keys = Object.keys(table);
+  if (keys.length > 1000) check.addIssue({ code: "custom", message: "at most 1000 rates" });
+  for (const key of keys.filter((k) => !rateKey(k)).slice(0, 3)) {
+    check.addIssue({ code: "custom", path: [key], message: "keys are default, a country (DE) or a country and its region (US-CA)" });
+  }
+});
 
 function parseRates(text: string, where: string): RateTable {
   let raw: unknown;
@@ -262,7 +300,7 @@ const SellerSchema = z
 /**
  * The seller (`CORE_BILLING_SELLER`, a JSON file), validated at start. Without it: billing cannot
  * know the operator organization's name without asking IAM, so the seller is the name billing's
- * mail is sent from (`MAIL_FROM`'s display name and address), with no address, country or tax id,
+ * mail is sent from (`CORE_MAIL_FROM`'s display name and address), with no address, country or tax id,
  * and reverse charge is unavailable (it needs the seller's country).
  */
 export function loadSeller(file: string | undefined, mailFrom: string): Seller {
