@@ -27,7 +27,7 @@ const STANDARD_FONTS = `${dirname(createRequire(import.meta.url).resolve("pdfjs-
 
 /** The text of every page of a PDF, read back with pdfjs (what a reader of the file sees). */
 async function pdfText(bytes: Uint8Array): Promise<string> {
-  const task = getDocument({ data: bytes, isEvalSupported: false, standardFontDataUrl: STANDARD_FONTS });
+  const task = getDocument({ data: bytes, standardFontDataUrl: STANDARD_FONTS });
   const pdf = await task.promise;
   const pages: string[] = [];
   for (let n = 1; n <= pdf.numPages; n++) {
