@@ -226,9 +226,10 @@ const SYSTEM: Actor = { actorType: "system", actorId: null };
 /**
  * Finalizes a draft inside the caller's transaction (DESIGN §6.4): the customer's next number, gapless,
  * is taken here, so numbers follow finalization order. The seller and the buyer (name, address, tax
- * ids, exemption) are copied onto it here (DESIGN §6.11): later changes of either never alter it. The balance moves as the draft priced it
- * (credit applied, carried debit collected, a due amount under the minimum carried forward): `open`
- * is owed and collected next (DESIGN §6.9), `paid` had nothing to charge.
+ * ids, exemption) are copied onto it here (DESIGN §6.11): later changes of either never alter it.
+ * The balance moves as the draft priced it (credit applied, carried debit collected, a due amount
+ * under the minimum carried forward): `open` is owed and collected next (DESIGN §6.9), `paid` had
+ * nothing to charge.
  */
 export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid", seller: Seller): Promise<InvoiceRow> {
   const [draft] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
