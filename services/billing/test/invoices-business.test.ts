@@ -297,3 +297,42 @@ describe.each(testDatabases())("invoices a business can file on $name (DESIGN §
     });
   });
 });
+
+describe.each(testDatabases())("the tax base leaves out carried balances, end to end, on $name (DESIGN §6.11)", (database) => {
+  let b: Billing;
+  beforeAll(async () => {
+    b = await startBilling(database, { taxRates: TaxRates.load(RATES, "0", false), testClock: true });
+  });
+  afterAll(() => b?.close());
+
+  it("a renewal that collects a carried 31 cents taxes only the plan: base 2900, tax 551, subtotal 2931", async () => {
+    const platformId = await b.newPlatform();
+    const owner = b.as.owner(platformId);
+    const op = b.as.operator();
+    expect((await b.call("PATCH", "/api/billing/customer", { headers: owner, body: { name: "Carry GmbH", address: berlin } })).status).toBe(200);
+    const up = await b.call("POST", "/api/billing/upgrade", { headers: owner, body: { planId: "plan_starter", paymentMethodId: "pm_card_visa", billingEmail: "billing@example.com", idempotencyKey: crypto.randomUUID() } });
+    expect(up.body.invoice).toMatchObject({ totalCents: 3451 });
+    const customerId = up.body.subscription.customerId;
+    // a credit that leaves 31 cents of the next renewal: under the minimum charge, carried on as a debit
+    expect((await b.call("POST", "/operator/credits", { headers: { ...op, "idempotency-key": crypto.randomUUID() }, body: { customerId, amount: "34.20", description: "Goodwill" } })).status).toBe(201);
+    const advanceTo = async (end: number) => {
+      const now = (await b.call("GET", "/operator/test-clock", { headers: op })).body.now as number;
+      expect((await b.call("POST", "/operator/test-clock/advance", { headers: op, body: { seconds: end - now + 60 } })).status).toBe(200);
+    };
+    await advanceTo(up.body.subscription.currentPeriodEnd);
+    const second = (await b.call("GET", `/subscription?platformId=${platformId}`, { headers: owner })).body;
+    await advanceTo(second.currentPeriodEnd);
+    const invoices = (await b.call("GET", `/invoices?platformId=${platformId}`, { headers: owner })).body.data as Record<string, any>[];
+    const [third, renewal] = invoices;
+    expect(renewal).toMatchObject({ totalCents: 3451, creditAppliedCents: 3420, amountDueCents: 31 });
+    expect(third).toMatchObject({ status: "paid", subtotalCents: 2931, taxBaseCents: 2900, taxRatePercent: "19", taxCents: 551, totalCents: 3482 });
+    expect(third!.lines.map((l: any) => [l.kind, l.amountCents, l.taxRatePercent])).toEqual([
+      ["subscription", 2900, "19"],
+      ["carried", 31, null],
+    ]);
+    const html = await b.call("GET", `/invoices/${third!.id}/html`, { headers: owner });
+    expect(html.body).toContain("Tax base (subtotal without carried balance)");
+    expect(html.body).toContain("Tax (19% of $29.00)");
+    expect(html.body).toContain("outside this invoice&#39;s tax base");
+  });
+});
