@@ -30,11 +30,12 @@ export function entries() {
 
 /**
  * npm packages that stay in node_modules: PGlite reads its WASM and data files next to its own
- * module, pg has an optional native binding, pino starts worker threads from files of its own.
+ * module, pg has an optional native binding, pino starts worker threads from files of its own,
+ * pdfkit loads its standard fonts through its own package's imports map (billing's invoice PDFs).
  * OpenTelemetry's SDK is imported only when spans are exported (packages/kit/src/tracing.ts): left
  * out, it costs a start without export nothing, not even the reading of its code (ADR 0016).
  */
-const LEFT_EXTERNAL = ["@electric-sql/pglite", "pg", "pg-native", "pg-copy-streams", "pino", "@opentelemetry/sdk-trace", "@opentelemetry/resources", "@opentelemetry/exporter-trace-otlp-http"];
+const LEFT_EXTERNAL = ["@electric-sql/pglite", "pdfkit", "pg", "pg-native", "pg-copy-streams", "pino", "@opentelemetry/sdk-trace", "@opentelemetry/resources", "@opentelemetry/exporter-trace-otlp-http"];
 
 const externalDependencies = (keepBundled) => ({
   name: "external-dependencies",

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { getCookie } from "hono/cookie";
 import { clientIpOf, requestIdOf, traceOf, unauthenticated, type TraceSource } from "@core/kit";
 import type { Caller, Principal } from "./principal.js";
 
@@ -154,4 +155,46 @@ export function guardCaller(c: Context, resolvers: CredentialResolvers, accept: 
 function present(caller: Caller | null): Caller {
   if (!caller) throw unauthenticated();
   return caller;
+}
+
+/**
+ * IAM's session cookie (better-auth's; the `__Secure-` name on https). Its value is
+ * `<session token>.<signature>`: the signature is IAM's (its auth secret), and the token alone is
+ * the credential, checked with IAM's `POST /api/validate-session` like a bearer token.
+ */
+export const SESSION_COOKIE_NAMES = ["__Secure-better-auth.session_token", "better-auth.session_token"] as const;
+
+/** The IAM session token in this request's session cookie, or null. */
+export function sessionCookieToken(c: Context): string | null {
+  for (const name of SESSION_COOKIE_NAMES) {
+    const value = getCookie(c, name);
+    if (!value) continue;
+    const dot = value.lastIndexOf(".");
+    const token = dot > 0 ? value.slice(0, dot) : value;
+    return token.length > 0 && token.length <= MAX_CREDENTIAL_LENGTH && /^[A-Za-z0-9_-]+$/.test(token) ? token : null;
+  }
+  return null;
+}
+
+/**
+ * The caller of a page a browser opens (DESIGN §6.11: an invoice, its PDF): the request's own
+ * credential as `callerOf` resolves it, or else, on a GET or HEAD only, the IAM session cookie the
+ * browser sent. A cookie is sent by the browser on its own, so it never authorizes a write here (no
+ * CSRF), and an unknown or expired one is no credential (null: the page sends the browser to sign
+ * in) rather than a 401. Routes that accept it call this before `requireCaller`, which then answers
+ * the same caller.
+ */
+export function browserCallerOf(c: Context, resolvers: CredentialResolvers): Promise<Caller | null> {
+  const resolved = c.get(CALLER as never) as Promise<Caller | null> | undefined;
+  if (resolved) return resolved;
+  const explicit = c.req.header("authorization") !== undefined || c.req.header("x-api-key") !== undefined;
+  const token = !explicit && (c.req.method === "GET" || c.req.method === "HEAD") ? sessionCookieToken(c) : null;
+  if (!token) return callerOf(c, resolvers);
+  const pending = resolvers.session(token, presentedBy(c)).then((principal): Caller | null => {
+    const caller: Caller | null = principal ? { kind: "principal", principal } : null;
+    c.set(SETTLED as never, caller as never);
+    return caller;
+  });
+  c.set(CALLER as never, pending as never);
+  return pending;
 }

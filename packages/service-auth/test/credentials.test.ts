@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServiceApp, silentLogger } from "@core/kit";
 import {
+  browserCallerOf,
   callerOf,
   guardCaller,
   settledCallerOf,
@@ -235,5 +236,43 @@ describe("credentials known already (ADR 0005)", () => {
       expect(await call({})).toMatchObject({ status: 401, waited: true, asked: [], body: { error: { code: "UNAUTHENTICATED" } } });
       expect(await call({ authorization: "Bearer wrong" })).toMatchObject({ status: 401, waited: true, asked: ["session:wrong"] });
     });
+  });
+});
+
+describe("IAM's session cookie on pages a browser opens (browserCallerOf, DESIGN §6.11)", () => {
+  function pageApp() {
+    const resolvers = resolversFor(iam.url);
+    const page = createServiceApp({ service: SERVICE, title: "t", logger: silentLogger() });
+    const handler = async (c: Parameters<typeof requireCaller>[0]) => {
+      const browser = await browserCallerOf(c, resolvers);
+      // the route's own check afterwards answers the same caller
+      const again = browser ? await requireCaller(c, resolvers) : null;
+      return c.json({ browser, same: browser === again || again === null });
+    };
+    page.get("/page", handler);
+    page.post("/page", handler);
+    return page;
+  }
+  const cookie = (value: string) => ({ cookie: `better-auth.session_token=${encodeURIComponent(value)}` });
+
+  it("resolves the session token in the cookie (token.signature) with IAM, on GET only, as the request's caller", async () => {
+    const page = pageApp();
+    const res = await page.request("/page", { headers: cookie("session-token-1.c2lnbmF0dXJl+/=") });
+    expect(await res.json()).toEqual({ browser: { kind: "principal", principal: member }, same: true });
+    const secure = await page.request("/page", { headers: { cookie: `__Secure-better-auth.session_token=session-token-1.sig` } });
+    expect(((await secure.json()) as { browser: { principal: Principal } }).browser.principal.userId).toBe("usr_m");
+    // a cookie never authorizes a write
+    const write = await page.request("/page", { method: "POST", headers: cookie("session-token-1.sig") });
+    expect(await write.json()).toEqual({ browser: null, same: true });
+  });
+
+  it("takes an unknown, malformed or overlong cookie as no credential, and an explicit credential first", async () => {
+    const page = pageApp();
+    for (const value of ["unknown-token.sig", "bad token!.sig", `${"a".repeat(MAX_CREDENTIAL_LENGTH + 1)}.sig`, ""]) {
+      expect(await (await page.request("/page", { headers: cookie(value) })).json(), value.slice(0, 20)).toEqual({ browser: null, same: true });
+    }
+    const bearer = await page.request("/page", { headers: { ...cookie("unknown-token.sig"), authorization: "Bearer session-token-1" } });
+    expect(((await bearer.json()) as { browser: { principal: Principal } }).browser.principal).toEqual(member);
+    expect((await page.request("/page", { headers: { ...cookie("session-token-1.sig"), authorization: "Bearer wrong" } })).status).toBe(401);
   });
 });

@@ -20,6 +20,7 @@ import { testClockRoutes } from "./routes/test-clock.js";
 import { paymentMethodRoutes, platformPaymentMethodRoutes } from "./routes/payment-methods.js";
 import { planRoutes } from "./routes/plans.js";
 import { portalRoutes } from "./routes/portal.js";
+import { portalDetailsRoutes } from "./routes/portal-details.js";
 import { stripeWebhookRoutes } from "./routes/stripe-webhooks.js";
 import { platformSubscriptionRoutes } from "./routes/subscription.js";
 import { subscriptionRoutes } from "./routes/subscriptions.js";
@@ -29,6 +30,7 @@ import { webhookEndpointRoutes } from "./routes/webhook-endpoints.js";
 import { WebhookDispatcher } from "./webhooks/dispatcher.js";
 import { noteTrialsEnding } from "./webhooks/trials.js";
 import { TierSync } from "./tier-sync.js";
+import { TaxRates } from "./tax.js";
 
 export interface BillingDeps {
   db: Db;
@@ -85,13 +87,14 @@ export function createApp(deps: BillingDeps) {
     time,
     catalogue: deps.config.catalogue,
     provider: deps.provider ?? (stripe ? new StripeProvider(deps.db, stripe.client) : new LocalProvider(deps.db, clock, deps.config.billingUrl)),
-    taxPercent: deps.config.taxPercent,
+    tax: { rates: deps.config.taxRates ?? TaxRates.flat(deps.config.taxPercent), seller: deps.config.seller },
     usageGraceSeconds: deps.config.usageGraceSeconds,
     chargeDeadlineMs,
     logger: deps.logger,
     billingUrl: deps.config.billingUrl,
     metrics,
   };
+  engine.tax.rates.onReloadError = (message) => deps.logger.error({ setting: "CORE_BILLING_TAX_RATES" }, message);
   const idempotency = new IdempotencyKeys(deps.db, clock);
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
   // the mail outbox logs each mail by id and kind; the kit's mailer would log its address too
@@ -153,6 +156,8 @@ export function createApp(deps: BillingDeps) {
   subscriptionRoutes(app, ctx);
   usageRoutes(app, ctx);
   usageEventRoutes(app, ctx);
+  // before the portal's own /portal/:id pages: /portal/open is not a session id
+  portalDetailsRoutes(app, ctx);
   portalRoutes(app, ctx);
   stripeWebhookRoutes(app, ctx, stripe, () => clock.now());
   webhookEndpointRoutes(app, ctx);

@@ -5,7 +5,7 @@ import { checkCollection, collectBegun, openInvoice, refuseWhileCollecting, requ
 import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer } from "./customers.js";
 import { customers, invoices, type CustomerRow, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
+import { priceInvoice, subscriptionLine, taxOf, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
 import { addMonthsClamped } from "./periods.js";
 import type { Plan, Tier } from "./plans.js";
 import { prorationLines } from "./proration.js";
@@ -85,7 +85,7 @@ export async function upgrade(
       // a retry of this request attaches nothing new: its charge must carry the first try's card
       const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
       const end = addMonthsClamped(now, 1);
-      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
       const begun = await openUnderLease(engine, subscription.id, leaseId, now, {
         customer,
         platformId: input.platformId,
@@ -141,7 +141,7 @@ const priceName = (plan: Plan, quantity: number) => (quantity === 1 ? plan.name 
  */
 export function previewChange(engine: Engine, subscription: SubscriptionRow, customer: CustomerRow | null, to: ChangeTarget, at: Date): ChangePreview {
   const from = subscription.tier as Tier;
-  const none = priceInvoice({ lines: [], taxPercent: engine.taxPercent, balanceCents: 0 });
+  const none = priceInvoice({ lines: [], tax: taxOf(engine, customer), balanceCents: 0 });
   const base = {
     currentTier: from,
     newTier: to.tier,
@@ -168,7 +168,7 @@ export function previewChange(engine: Engine, subscription: SubscriptionRow, cus
     creditableCents: Math.max(subscription.periodPaidCents - subscription.periodCreditedCents, 0),
   });
   const lines: DraftLine[] = proration.lines.map((line) => ({ kind: "proration", ...line }));
-  const amounts = priceInvoice({ lines, taxPercent: engine.taxPercent, balanceCents: customer?.balanceCents ?? 0 });
+  const amounts = priceInvoice({ lines, tax: taxOf(engine, customer), balanceCents: customer?.balanceCents ?? 0 });
   return { ...base, effectiveAt: at, prorationDate: at, amounts };
 }
 

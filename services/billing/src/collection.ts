@@ -99,11 +99,11 @@ export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenI
   await tx.update(invoices).set({ intent: input.intent }).where(eq(invoices.id, draft.id));
   const chargeCents = input.amounts.chargeCents;
   if (chargeCents === 0) {
-    const paid = await finalizeDraft(tx, at, draft.id, "paid");
+    const paid = await finalizeDraft(tx, at, draft.id, "paid", engine.tax.seller);
     await applyIntent(tx, engine, paid, at);
     return paid;
   }
-  await finalizeDraft(tx, at, draft.id, "open");
+  await finalizeDraft(tx, at, draft.id, "open", engine.tax.seller);
   if (input.firstAttempt === "worker") {
     const [due] = await tx.update(invoices).set({ nextAttemptAt: at }).where(eq(invoices.id, draft.id)).returning();
     return due!;

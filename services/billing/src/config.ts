@@ -1,5 +1,7 @@
 import { ConfigError, mailConfig, positiveIntEnv, type CommonConfig, type MailConfig } from "@core/kit";
+import type { Seller } from "./db/schema.js";
 import { loadCatalogue, type Catalogue } from "./plans.js";
+import { loadSeller, PERCENT, TaxRates } from "./tax.js";
 
 export interface BillingConfig {
   /** this service's public address: the portal's pages and links live under it */
@@ -7,8 +9,14 @@ export interface BillingConfig {
   /** where the platform registry is: tiers follow billing there (DESIGN §6.3) */
   registryUrl: string;
   catalogue: Catalogue;
-  /** CORE_BILLING_TAX_PERCENT: one tax amount per invoice, on the subtotal, rounded once (DESIGN §6.4) */
+  /** IAM's public address: its sign-in page and account page (browser redirects, the portal's way back) */
+  iamUrl: string;
+  /** CORE_BILLING_TAX_PERCENT: the default tax rate when CORE_BILLING_TAX_RATES names none (DESIGN §6.4) */
   taxPercent: string;
+  /** CORE_BILLING_TAX_RATES: rates by the buyer's country and state, inline JSON or a file read again when it changes (DESIGN §6.11); null: the default only */
+  taxRates: TaxRates | null;
+  /** CORE_BILLING_SELLER: who invoices name as the seller (DESIGN §6.11) */
+  seller: Seller;
   /** CORE_BILLING_TEST_CLOCK=1 adds the test-clock routes (never the default) */
   testClock: boolean;
   /** how often the worker of each replica looks for renewals, retries, trial ends and period closes */
@@ -35,23 +43,25 @@ export interface StripeConfig {
   maxNetworkRetries?: number;
 }
 
-const PERCENT = /^(100(\.0{1,4})?|[1-9]?[0-9](\.[0-9]{1,4})?)$/;
-
 /** Billing's settings from the environment (README "Configuration"); fails fast with one line. */
 export function loadBillingConfig(common: CommonConfig, env: NodeJS.ProcessEnv = process.env): BillingConfig {
   const taxPercent = env.CORE_BILLING_TAX_PERCENT || "0";
   if (!PERCENT.test(taxPercent)) throw new ConfigError(`CORE_BILLING_TAX_PERCENT must be a percentage from 0 to 100 (up to 4 decimals), got "${taxPercent}"`);
   const testClock = env.CORE_BILLING_TEST_CLOCK ?? "";
   if (!["", "0", "1"].includes(testClock)) throw new ConfigError(`CORE_BILLING_TEST_CLOCK must be 1 or unset, got "${testClock}"`);
+  const mail = mailConfig(common, env);
   return {
     billingUrl: common.url("billing"),
+    iamUrl: common.url("iam"),
     registryUrl: common.url("platform-registry"),
     catalogue: loadCatalogue(env.CORE_BILLING_PLANS || undefined),
     taxPercent,
+    taxRates: env.CORE_BILLING_TAX_RATES?.trim() ? TaxRates.load(env.CORE_BILLING_TAX_RATES, taxPercent, Boolean(env.CORE_BILLING_TAX_PERCENT)) : null,
+    seller: loadSeller(env.CORE_BILLING_SELLER || undefined, mail.from),
     testClock: testClock === "1",
     workerIntervalMs: positiveIntEnv(env, "CORE_BILLING_WORKER_INTERVAL_MS", 5_000),
     usageGraceSeconds: positiveIntEnv(env, "CORE_BILLING_USAGE_GRACE_SECONDS", 3600),
-    mail: mailConfig(common, env),
+    mail,
     stripe: stripeConfig(env),
     webhookAllowPrivate: allowPrivate(common, env),
   };

@@ -1,8 +1,10 @@
 import { and, eq, or, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
+import { z } from "@hono/zod-openapi";
 import { badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
 import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
-import { customers, type CustomerRow } from "./db/schema.js";
+import { customers, type Address, type CustomerRow, type TaxExempt, type TaxId } from "./db/schema.js";
+import { isCountry, reverseChargeProblem, TAX_ID_TYPES, taxIdProblem } from "./tax.js";
 import type { Engine } from "./engine.js";
 import type { PaymentMethodView } from "./provider/types.js";
 
@@ -25,9 +27,81 @@ export function customerJson(row: CustomerRow) {
     balanceCents: row.balanceCents,
     currency: row.currency,
     defaultPaymentMethodId: row.defaultPaymentMethodId,
+    address: row.address ?? null,
+    taxIds: row.taxIds ?? [],
+    taxExempt: row.taxExempt,
     createdAt: unixSeconds(row.createdAt),
   };
 }
+
+// C0 and C1 control characters (newlines and tabs too): a buyer's details are single lines on an invoice
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** One line of text a buyer gives: trimmed, 1 to `max` characters, no control characters. */
+export const TextLine = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .refine((s) => !CONTROL.test(s), "must not contain control characters (line breaks, tabs …)");
+const OptionalLine = (max: number) =>
+  z
+    .string()
+    .trim()
+    .max(max)
+    .refine((s) => !CONTROL.test(s), "must not contain control characters (line breaks, tabs …)")
+    .nullable()
+    .optional()
+    .transform((s) => (s ? s : null));
+
+/** Limits of a buyer's details (DESIGN §6.11; Stripe's are close: 200 for a line, 5 tax ids shown on invoices). */
+export const BUYER_LIMITS = { name: 200, line: 200, city: 100, postalCode: 20, taxIds: 5, taxIdValue: 64 } as const;
+
+export const BuyerName = TextLine(BUYER_LIMITS.name);
+
+export const AddressInput = z
+  .object({
+    line1: TextLine(BUYER_LIMITS.line),
+    line2: OptionalLine(BUYER_LIMITS.line),
+    city: TextLine(BUYER_LIMITS.city),
+    postalCode: OptionalLine(BUYER_LIMITS.postalCode),
+    state: z
+      .string()
+      .trim()
+      .toUpperCase()
+      .regex(/^[A-Z0-9]{1,3}$/, "the region's code (CA for California, BY for Bavaria), 1 to 3 letters or digits")
+      .nullable()
+      .optional()
+      .or(z.literal("").transform(() => null))
+      .transform((s) => s ?? null),
+    country: z
+      .string()
+      .trim()
+      .toUpperCase()
+      .refine(isCountry, "an ISO 3166-1 alpha-2 country code such as DE or US"),
+  })
+  .strict()
+  .openapi("AddressInput");
+
+export const TaxIdInput = z
+  .object({
+    type: z.enum(TAX_ID_TYPES).openapi({ description: "Stripe's tax id type" }),
+    value: TextLine(BUYER_LIMITS.taxIdValue),
+  })
+  .strict()
+  .superRefine((id, check) => {
+    const problem = taxIdProblem(id);
+    if (problem) check.addIssue({ code: "custom", message: problem, path: ["value"] });
+  })
+  .openapi("TaxIdInput");
+
+export const TaxIdsInput = z
+  .array(TaxIdInput)
+  .max(BUYER_LIMITS.taxIds, `at most ${BUYER_LIMITS.taxIds} tax ids`)
+  .refine((ids) => new Set(ids.map((id) => `${id.type}:${id.value.toUpperCase()}`)).size === ids.length, "each tax id once");
+
+export const TaxExemptInput = z.enum(["none", "exempt", "reverse"]);
 
 export interface NewCustomer {
   email: string;
@@ -69,6 +143,11 @@ export async function createCustomer(db: Db, now: Date, input: NewCustomer): Pro
 export interface CustomerChange {
   email?: string;
   name?: string | null;
+  /** replaces the address; null removes it */
+  address?: Address | null;
+  /** replaces the list */
+  taxIds?: TaxId[];
+  taxExempt?: TaxExempt;
   /** merged into the customer's metadata; a key set to null is removed */
   metadata?: Record<string, unknown>;
 }
@@ -77,11 +156,23 @@ export interface CustomerChange {
 const MAX_METADATA_KEYS = 50;
 
 /**
- * Updates a customer's email, name or metadata (DESIGN §6.3), at the provider too. Invoices already
- * finalized keep the customer as it was (their customerSnapshot).
+ * Updates a customer's email, name, metadata or buyer details (DESIGN §6.3, §6.11), at the provider
+ * too. Invoices already finalized keep the customer as it was (their customerSnapshot).
+ *
+ * `reverse` is accepted only for a buyer it applies to now (an `eu_vat` id of its own EU country,
+ * another than the seller's), checked against the details as they will be after the change: a
+ * change that breaks it (another country, the id removed) while `reverse` stays is refused the same
+ * way. When the seller's country changes later, the customer keeps `reverse`, and each invoice
+ * decides again (`decideTax`): where it no longer holds, the buyer's country's rate applies.
  */
 export async function updateCustomer(engine: Engine, id: string, change: CustomerChange): Promise<{ before: CustomerRow; after: CustomerRow }> {
   const before = await findCustomer(engine.db, id);
+  const taxExempt = change.taxExempt ?? before.taxExempt;
+  const touchesTax = change.taxExempt !== undefined || change.address !== undefined || change.taxIds !== undefined;
+  if (taxExempt === "reverse" && touchesTax) {
+    const problem = reverseChargeProblem({ address: change.address !== undefined ? change.address : (before.address ?? null), taxIds: change.taxIds ?? before.taxIds ?? [] }, engine.tax.seller);
+    if (problem) throw badRequest(problem, { path: "taxExempt" });
+  }
   const metadata = { ...before.metadata };
   for (const [key, value] of Object.entries(change.metadata ?? {})) {
     if (value === null) delete metadata[key];
@@ -93,6 +184,9 @@ export async function updateCustomer(engine: Engine, id: string, change: Custome
     .set({
       ...(change.email !== undefined ? { email: change.email.toLowerCase() } : {}),
       ...(change.name !== undefined ? { name: change.name } : {}),
+      ...(change.address !== undefined ? { address: change.address } : {}),
+      ...(change.taxIds !== undefined ? { taxIds: change.taxIds } : {}),
+      ...(change.taxExempt !== undefined ? { taxExempt: change.taxExempt } : {}),
       metadata,
       updatedAt: await engine.time.now(),
     })

@@ -2,8 +2,10 @@ import type { Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { BillingTime } from "./billing-time.js";
 import type { BillingMetrics } from "./metrics.js";
+import type { Seller } from "./db/schema.js";
 import type { Catalogue } from "./plans.js";
 import type { PaymentProvider } from "./provider/types.js";
+import type { TaxRates } from "./tax.js";
 
 /** What the billing engine's operations work with (DESIGN §6): its database, time, prices and provider. */
 export interface Engine {
@@ -11,8 +13,8 @@ export interface Engine {
   time: BillingTime;
   catalogue: Catalogue;
   provider: PaymentProvider;
-  /** CORE_BILLING_TAX_PERCENT, a decimal string */
-  taxPercent: string;
+  /** tax rates by the buyer's country (CORE_BILLING_TAX_RATES, CORE_BILLING_TAX_PERCENT the default) and the seller (DESIGN §6.11) */
+  tax: { rates: TaxRates; seller: Seller };
   /** CORE_BILLING_USAGE_GRACE_SECONDS: a period's usage stays open this long after its end (DESIGN §6.5) */
   usageGraceSeconds: number;
   /**

@@ -2,7 +2,9 @@ import Decimal from "decimal.js";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type InvoiceLineRow, type InvoiceRow } from "./db/schema.js";
+import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
+import type { Engine } from "./engine.js";
+import { decideTax, type TaxDecision } from "./tax.js";
 import { emitEvent, eventWanted, type EventType } from "./webhooks/outbox.js";
 
 /** Stripe's smallest charge: a due amount below it is carried to the next invoice (DESIGN §6.3). */
@@ -34,10 +36,20 @@ export function subscriptionLine(plan: { name: string; priceCents: number }, qua
   };
 }
 
-/** What an invoice of these lines comes to for a customer with this balance (DESIGN §6.3, §6.4). */
+/** The buyer as an invoice names it (DESIGN §6.11). */
+export function snapshotOf(customer: CustomerRow): CustomerSnapshot {
+  return { email: customer.email, name: customer.name, address: customer.address ?? null, taxIds: customer.taxIds ?? [], taxExempt: customer.taxExempt };
+}
+
+/** What an invoice of these lines comes to for a customer with this balance (DESIGN §6.3, §6.4, §6.11). */
 export interface InvoiceAmounts {
-  lines: DraftLine[];
+  /** every line with its quantity and unit price, and the tax rate of a taxed line (null on a `carried` one) */
+  lines: PricedLine[];
   subtotalCents: number;
+  /** the subtotal without `carried` lines (they were taxed on their own invoice): what the rate applies to */
+  taxBaseCents: number;
+  taxRatePercent: string;
+  taxTreatment: TaxDecision["treatment"];
   taxCents: number;
   totalCents: number;
   creditAppliedCents: number;
@@ -50,20 +62,39 @@ export interface InvoiceAmounts {
   creditedBackCents: number;
 }
 
+export interface PricedLine extends DraftLine {
+  taxRatePercent: string | null;
+}
+
+/** The tax decision for this customer's invoices now (DESIGN §6.11); no customer yet: the default rate. */
+export function taxOf(engine: Pick<Engine, "tax">, customer: Pick<CustomerRow, "address" | "taxIds" | "taxExempt"> | null | undefined): TaxDecision {
+  return decideTax(engine.tax.rates, engine.tax.seller, customer ?? null);
+}
+
 /**
- * The pricing of an invoice, one pure function so a preview and the charge can never differ:
- * a carried debit becomes a `carried` line; tax is one amount on the taxable lines (the carried
- * debit was taxed where it arose), rounded once half away from zero; the customer's credit is applied
- * up to the total; a due amount under the minimum charge is carried forward.
+ * The pricing of an invoice, one pure function so a preview, the upcoming invoice and the charge can
+ * never differ (DESIGN §6.4, §6.11): a carried debit becomes a `carried` line; every line shows a
+ * quantity and a unit price (a line of one amount: 1 × that amount); tax is one amount, the rate on
+ * the tax base (the subtotal without `carried` lines, which were taxed where they arose), rounded once
+ * half away from zero, so the printed tax is the printed base × the printed rate; a base of 0 or less
+ * pays none (a credit is not taxed back). The customer's credit is applied up to the total; a due
+ * amount under the minimum charge is carried forward.
  */
-export function priceInvoice(input: { lines: DraftLine[]; taxPercent: string; balanceCents: number; carriedLineEnd?: Date | null }): InvoiceAmounts {
-  const lines = [...input.lines];
+export function priceInvoice(input: { lines: DraftLine[]; tax: TaxDecision; balanceCents: number }): InvoiceAmounts {
+  const rate = input.tax.ratePercent;
+  const lines: PricedLine[] = input.lines.map((line) => ({
+    ...line,
+    quantity: line.quantity ?? "1",
+    unitAmountCents: line.unitAmountCents ?? String(line.amountCents),
+    taxRatePercent: line.kind === "carried" ? null : rate,
+  }));
   if (input.balanceCents < 0) {
-    lines.push({ kind: "carried", description: "Unpaid balance carried from earlier invoices", amountCents: -input.balanceCents });
+    const owed = -input.balanceCents;
+    lines.push({ kind: "carried", description: "Unpaid balance carried from earlier invoices", amountCents: owed, quantity: "1", unitAmountCents: String(owed), taxRatePercent: null });
   }
-  const taxable = input.lines.reduce((sum, line) => sum + line.amountCents, 0);
+  const taxBaseCents = lines.filter((line) => line.kind !== "carried").reduce((sum, line) => sum + line.amountCents, 0);
   const subtotalCents = lines.reduce((sum, line) => sum + line.amountCents, 0);
-  const taxCents = taxable > 0 ? new Money(taxable).times(input.taxPercent).dividedBy(100).toDecimalPlaces(0).toNumber() : 0;
+  const taxCents = taxBaseCents > 0 ? new Money(taxBaseCents).times(rate).dividedBy(100).toDecimalPlaces(0).toNumber() : 0;
   const totalCents = subtotalCents + taxCents;
   const creditAppliedCents = input.balanceCents > 0 ? Math.min(input.balanceCents, Math.max(totalCents, 0)) : 0;
   const amountDueCents = Math.max(totalCents - creditAppliedCents, 0);
@@ -71,6 +102,9 @@ export function priceInvoice(input: { lines: DraftLine[]; taxPercent: string; ba
   return {
     lines,
     subtotalCents,
+    taxBaseCents,
+    taxRatePercent: rate,
+    taxTreatment: input.tax.treatment,
     taxCents,
     totalCents,
     creditAppliedCents,
@@ -108,13 +142,17 @@ export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise
       currency: input.customer.currency,
       subtotalCents: a.subtotalCents,
       taxCents: a.taxCents,
+      taxRatePercent: a.taxRatePercent,
+      taxBaseCents: a.taxBaseCents,
+      taxTreatment: a.taxTreatment,
       creditAppliedCents: a.creditAppliedCents,
       totalCents: a.totalCents,
       amountDueCents: a.amountDueCents,
       amountCarriedCents: a.carriedForwardCents,
       periodStart: input.periodStart,
       periodEnd: input.periodEnd,
-      customerSnapshot: { email: input.customer.email, name: input.customer.name },
+      // a draft names its buyer as it is now; finalization names it again, as it is then
+      customerSnapshot: snapshotOf(input.customer),
       requestKey: input.requestKey ?? null,
       createdAt: now,
     })
@@ -131,6 +169,7 @@ export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise
         quantity: line.quantity ?? null,
         unitAmountCents: line.unitAmountCents ?? null,
         amountCents: line.amountCents,
+        taxRatePercent: line.taxRatePercent,
         periodStart: line.periodStart ?? null,
         periodEnd: line.periodEnd ?? null,
       })),
@@ -186,11 +225,13 @@ const SYSTEM: Actor = { actorType: "system", actorId: null };
 
 /**
  * Finalizes a draft inside the caller's transaction (DESIGN §6.4): the customer's next number, gapless,
- * is taken here, so numbers follow finalization order. The balance moves as the draft priced it
- * (credit applied, carried debit collected, a due amount under the minimum carried forward): `open`
- * is owed and collected next (DESIGN §6.9), `paid` had nothing to charge.
+ * is taken here, so numbers follow finalization order. The seller and the buyer (name, address, tax
+ * ids, exemption) are copied onto it here (DESIGN §6.11): later changes of either never alter it.
+ * The balance moves as the draft priced it (credit applied, carried debit collected, a due amount
+ * under the minimum carried forward): `open` is owed and collected next (DESIGN §6.9), `paid` had
+ * nothing to charge.
  */
-export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid"): Promise<InvoiceRow> {
+export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcome: "open" | "paid", seller: Seller): Promise<InvoiceRow> {
   const [draft] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId));
   if (!draft || draft.status !== "draft") throw conflict("INVOICE_NOT_DRAFT", `Invoice ${invoiceId} is not a draft`);
   const customer = await lockCustomer(tx, draft.customerId);
@@ -200,7 +241,7 @@ export async function finalizeDraft(tx: Db, now: Date, invoiceId: string, outcom
   const paid = outcome === "paid";
   const [row] = await tx
     .update(invoices)
-    .set({ number, status: outcome, finalizedAt: now, paidAt: paid ? now : null, amountPaidCents: paid ? draft.amountDueCents - draft.amountCarriedCents : 0 })
+    .set({ number, status: outcome, finalizedAt: now, seller, customerSnapshot: snapshotOf(customer), paidAt: paid ? now : null, amountPaidCents: paid ? draft.amountDueCents - draft.amountCarriedCents : 0 })
     .where(eq(invoices.id, invoiceId))
     .returning();
   await emitInvoiceEvent(tx, "invoice.finalized", row!, now);
@@ -280,7 +321,11 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     createdAt: unixSeconds(row.createdAt),
     finalizedAt: seconds(row.finalizedAt),
     paidAt: seconds(row.paidAt),
-    customerSnapshot: row.customerSnapshot,
+    customerSnapshot: snapshotJson(row.customerSnapshot),
+    seller: row.seller ?? null,
+    taxRatePercent: decimalOrNull(row.taxRatePercent),
+    taxBaseCents: row.taxBaseCents ?? null,
+    taxTreatment: row.taxTreatment ?? null,
     attemptCount: row.attemptCount,
     nextPaymentAttempt: seconds(row.nextAttemptAt),
     collection: row.collectionState ? { state: row.collectionState, since: seconds(row.collectionSince), nextCheckAt: seconds(row.nextCheckAt) } : null,
@@ -288,9 +333,16 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
   };
 }
 
+const decimalOrNull = (value: string | null | undefined) => (value === null || value === undefined ? null : new Money(value).toFixed());
+
+/** The buyer on an invoice, every field present (invoices finalized before buyer details have only email and name). */
+export function snapshotJson(snapshot: CustomerSnapshot) {
+  return { email: snapshot.email, name: snapshot.name ?? null, address: snapshot.address ?? null, taxIds: snapshot.taxIds ?? [], taxExempt: snapshot.taxExempt ?? "none" };
+}
+
 /** An invoice line in its answer's shape: a stored one with its id, an upcoming invoice's without. */
-export function lineJson<Id extends string | null>(line: DraftLine, id: Id) {
-  const decimal = (value: string | null | undefined) => (value === null || value === undefined ? null : new Money(value).toFixed());
+export function lineJson<Id extends string | null>(line: DraftLine & { taxRatePercent?: string | null }, id: Id) {
+  const decimal = decimalOrNull;
   return {
     id,
     kind: line.kind,
@@ -299,6 +351,7 @@ export function lineJson<Id extends string | null>(line: DraftLine, id: Id) {
     quantity: decimal(line.quantity),
     unitAmountCents: decimal(line.unitAmountCents),
     amountCents: line.amountCents,
+    taxRatePercent: decimal(line.taxRatePercent),
     periodStart: seconds(line.periodStart ?? null),
     periodEnd: seconds(line.periodEnd ?? null),
   };

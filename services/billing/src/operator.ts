@@ -5,7 +5,7 @@ import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPendin
 import { findCustomer } from "./customers.js";
 import { invoices, operatorAudit, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { lockCustomer, moveBalance, priceInvoice, type Actor } from "./invoicing.js";
+import { lockCustomer, moveBalance, priceInvoice, taxOf, type Actor } from "./invoicing.js";
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
@@ -177,7 +177,7 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
     const now = toSecond(await engine.time.now());
     return engine.db.transaction(async (tx) => {
       const customer = await lockCustomer(tx, input.customerId);
-      const amounts = priceInvoice({ lines: [], taxPercent: engine.taxPercent, balanceCents: Math.min(customer.balanceCents, 0) });
+      const amounts = priceInvoice({ lines: [], tax: taxOf(engine, customer), balanceCents: Math.min(customer.balanceCents, 0) });
       if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance (usage is invoiced when its period closes)");
       if (amounts.chargeCents === 0 && amounts.carriedForwardCents === amounts.amountDueCents) {
         // a debit under the minimum charge would only be carried again, on a new invoice each time

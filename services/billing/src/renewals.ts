@@ -6,7 +6,7 @@ import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoi
 import { findCustomer } from "./customers.js";
 import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine } from "./invoicing.js";
+import { priceInvoice, subscriptionLine, taxOf } from "./invoicing.js";
 import { closePeriod } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
@@ -64,7 +64,7 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
       if (tier === "free") return null;
       await refuseSecondCycle(tx, subscriptionId, period.start);
       const customer = await findCustomer(tx, subscription.customerId!);
-      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
       const renewal = await openInvoice(tx, engine, at, {
         customer,
         platformId: subscription.platformId,
@@ -101,7 +101,7 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
     }
     await refuseSecondCycle(tx, subscription.id, period.start);
     const customer = await findCustomer(tx, subscription.customerId);
-    const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+    const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
     const invoice = await openInvoice(tx, engine, at, {
       customer,
       platformId: subscription.platformId,

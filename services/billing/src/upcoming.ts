@@ -3,7 +3,7 @@ import { ApiError, unixSeconds } from "@core/kit";
 import { usageTotals } from "./db/schema.js";
 import { customerOfPlatform } from "./customers.js";
 import type { Engine } from "./engine.js";
-import { lineJson, priceInvoice, subscriptionLine, type DraftLine } from "./invoicing.js";
+import { lineJson, priceInvoice, snapshotJson, snapshotOf, subscriptionLine, taxOf, type DraftLine } from "./invoicing.js";
 import { overageLines } from "./metering/close.js";
 import { canonical } from "./metering/events.js";
 import { periodAt, periodOf } from "./periods.js";
@@ -34,7 +34,7 @@ export async function upcomingInvoice(engine: Engine, platformId: string) {
   const next = subscription.status === "trialing" ? periodOf(at, 0) : periodAt(subscription.billingAnchor, at);
   const plan = engine.catalogue.plan(tier);
   const baseLines: DraftLine[] = tier === "free" ? [] : [subscriptionLine(plan, quantity, next.start, next.end)];
-  const renewal = priceInvoice({ lines: baseLines, taxPercent: engine.taxPercent, balanceCents: customer.balanceCents });
+  const renewal = priceInvoice({ lines: baseLines, tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
   // this period's usage so far, priced by the plan in force at its end (the current one)
   const totals = Object.fromEntries(
     (
@@ -49,9 +49,9 @@ export async function upcomingInvoice(engine: Engine, platformId: string) {
   const balanceAfterRenewal = Math.max(customer.balanceCents, 0) - renewal.creditAppliedCents - renewal.carriedForwardCents + renewal.creditedBackCents;
   // a close with nothing to charge makes no invoice (metering/close.ts), and carries nothing on
   const billable = usageLines.some((line) => line.amountCents > 0);
-  const usage = priceInvoice({ lines: billable ? usageLines : [], taxPercent: engine.taxPercent, balanceCents: billable ? balanceAfterRenewal : 0 });
+  const usage = priceInvoice({ lines: billable ? usageLines : [], tax: taxOf(engine, customer), balanceCents: billable ? balanceAfterRenewal : 0 });
   const lines = [...renewal.lines, ...usage.lines];
-  const sum = (field: "subtotalCents" | "taxCents" | "totalCents" | "creditAppliedCents" | "amountDueCents" | "chargeCents") => renewal[field] + usage[field];
+  const sum = (field: "subtotalCents" | "taxBaseCents" | "taxCents" | "totalCents" | "creditAppliedCents" | "amountDueCents" | "chargeCents") => renewal[field] + usage[field];
   return {
     id: null,
     number: null,
@@ -70,7 +70,11 @@ export async function upcomingInvoice(engine: Engine, platformId: string) {
     createdAt: unixSeconds(now),
     finalizedAt: null,
     paidAt: null,
-    customerSnapshot: { email: customer.email, name: customer.name },
+    customerSnapshot: snapshotJson(snapshotOf(customer)),
+    seller: engine.tax.seller,
+    taxRatePercent: renewal.taxRatePercent,
+    taxBaseCents: sum("taxBaseCents"),
+    taxTreatment: renewal.taxTreatment,
     attemptCount: 0,
     nextPaymentAttempt: null,
     collection: null,

@@ -3,6 +3,7 @@ import { remoteResolvers, ServiceTokenClient } from "@core/service-auth";
 import { applyMigrations, testDatabases, type DatabaseHandle } from "@core/storage";
 import { createApp as createBillingApp } from "../../../../services/billing/src/app.js";
 import { migrationsFolder as billingMigrations, SERVICE_ID as BILLING } from "../../../../services/billing/src/index.js";
+import { TEST_SELLER } from "../../../../services/billing/test/support/billing.js";
 import { Catalogue, DEFAULT_PLANS } from "../../../../services/billing/src/plans.js";
 import { createApp as createRegistryApp } from "../../../../services/platform-registry/src/app.js";
 import { migrationsFolder as registryMigrations } from "../../../../services/platform-registry/src/index.js";
@@ -41,7 +42,7 @@ export async function startLiveBilling() {
   const billing = createBillingApp({
     db: database.db,
     logger: silentLogger(),
-    config: { billingUrl, registryUrl, catalogue: new Catalogue(DEFAULT_PLANS), taxPercent: "0", testClock: false, workerIntervalMs: 60_000, usageGraceSeconds: 3600, mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" }, stripe: null, webhookAllowPrivate: true },
+    config: { billingUrl, registryUrl, iamUrl, catalogue: new Catalogue(DEFAULT_PLANS), taxPercent: "0", taxRates: null, seller: TEST_SELLER, testClock: false, workerIntervalMs: 60_000, usageGraceSeconds: 3600, mail: { smtpUrl: undefined, from: "Core <billing@localhost>", outboxDir: "/nonexistent" }, stripe: null, webhookAllowPrivate: true },
     credentials: remoteResolvers({ iamUrl, serviceId: BILLING, tokens: billingTokens }),
     tokens: billingTokens,
   });

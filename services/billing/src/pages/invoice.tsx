@@ -1,9 +1,6 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
-import { formatMoney } from "../money.js";
-import type { invoiceJson } from "../invoicing.js";
-
-type InvoiceView = ReturnType<typeof invoiceJson>;
+import { invoiceDocument, type InvoiceView } from "./invoice-document.js";
 
 /** Billing's pages: never cached, never framed, no script, forms only to ourselves (as IAM's). */
 export const PAGE_HEADERS: Record<string, string> = {
@@ -16,122 +13,100 @@ export const PAGE_HEADERS: Record<string, string> = {
 
 export const BILLING_STYLESHEET_PATH = "/assets/billing.css";
 
-const day = (seconds: number | null) => (seconds === null ? "—" : new Date(seconds * 1000).toISOString().slice(0, 10));
-
-const STATUS_TEXT: Record<InvoiceView["status"], string> = {
-  draft: "Draft",
-  open: "Open: payment due",
-  paid: "Paid",
-  void: "Void",
-  uncollectible: "Uncollectible",
-};
-
 function InvoicePage(props: { invoice: InvoiceView }) {
-  const i = props.invoice;
-  const money = (cents: number) => formatMoney(cents, i.currency);
+  const d = invoiceDocument(props.invoice);
   return (
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>{`Invoice ${i.number ?? i.id} · Core`}</title>
+        <title>{`${d.title} · Core`}</title>
         <link rel="stylesheet" href={BILLING_STYLESHEET_PATH} />
       </head>
       <body>
         <main class="invoice">
-          <h1>Invoice {i.number}</h1>
-          <dl class="facts">
-            <dt>Status</dt>
-            <dd>{STATUS_TEXT[i.status]}</dd>
-            <dt>Billed to</dt>
-            <dd>
-              {i.customerSnapshot.name ? `${i.customerSnapshot.name} · ` : ""}
-              {i.customerSnapshot.email}
-            </dd>
-            <dt>Period</dt>
-            <dd>
-              {day(i.periodStart)} to {day(i.periodEnd)}
-            </dd>
-            <dt>Issued</dt>
-            <dd>{day(i.finalizedAt)}</dd>
-            {i.paidAt ? (
-              <>
-                <dt>Paid</dt>
-                <dd>{day(i.paidAt)}</dd>
-              </>
+          <h1>{d.title}</h1>
+          <div class="parties">
+            {d.seller.length > 0 ? (
+              <section aria-labelledby="seller">
+                <h2 id="seller">From</h2>
+                <address>
+                  {d.seller.map((line) => (
+                    <>
+                      {line}
+                      <br />
+                    </>
+                  ))}
+                </address>
+              </section>
             ) : null}
+            <section aria-labelledby="buyer">
+              <h2 id="buyer">Billed to</h2>
+              <address>
+                {d.buyer.map((line) => (
+                  <>
+                    {line}
+                    <br />
+                  </>
+                ))}
+              </address>
+            </section>
+          </div>
+          <dl class="facts">
+            {d.facts.map(([label, value]) => (
+              <>
+                <dt>{label}</dt>
+                <dd>{value}</dd>
+              </>
+            ))}
           </dl>
           <table>
             <caption>Lines</caption>
             <thead>
               <tr>
-                <th scope="col">Description</th>
-                <th scope="col">Period</th>
-                <th scope="col" class="amount">
-                  Amount
-                </th>
+                <th scope="col">{d.columns[0]}</th>
+                {d.columns.slice(1).map((name) => (
+                  <th scope="col" class="amount">
+                    {name}
+                  </th>
+                ))}
               </tr>
             </thead>
             <tbody>
-              {i.lines.map((line) => (
+              {d.lines.map((line) => (
                 <tr>
                   <td>
                     {line.description}
-                    {line.meter ? <span class="muted"> ({line.quantity} × {line.unitAmountCents}¢)</span> : null}
+                    {line.detail ? <span class="muted"> ({line.detail})</span> : null}
                   </td>
-                  <td>{line.periodStart ? `${day(line.periodStart)} to ${day(line.periodEnd)}` : ""}</td>
-                  <td class="amount">{money(line.amountCents)}</td>
+                  <td class="amount">{line.quantity}</td>
+                  <td class="amount">{line.unitPrice}</td>
+                  <td class="amount">{line.taxRate}</td>
+                  <td class="amount">{line.amount}</td>
                 </tr>
               ))}
             </tbody>
             <tfoot>
-              <tr>
-                <th scope="row" colspan={2}>
-                  Subtotal
-                </th>
-                <td class="amount">{money(i.subtotalCents)}</td>
-              </tr>
-              <tr>
-                <th scope="row" colspan={2}>
-                  Tax
-                </th>
-                <td class="amount">{money(i.taxCents)}</td>
-              </tr>
-              <tr>
-                <th scope="row" colspan={2}>
-                  Total
-                </th>
-                <td class="amount">{money(i.totalCents)}</td>
-              </tr>
-              {i.creditAppliedCents > 0 ? (
+              {d.totals.map(([label, value]) => (
                 <tr>
-                  <th scope="row" colspan={2}>
-                    Credit applied
+                  <th scope="row" colspan={4}>
+                    {label}
                   </th>
-                  <td class="amount">{money(-i.creditAppliedCents)}</td>
+                  <td class="amount">{value}</td>
                 </tr>
-              ) : null}
-              <tr>
-                <th scope="row" colspan={2}>
-                  Amount due
-                </th>
-                <td class="amount">{money(i.amountDueCents)}</td>
-              </tr>
-              <tr>
-                <th scope="row" colspan={2}>
-                  Amount paid
-                </th>
-                <td class="amount">{money(i.amountPaidCents)}</td>
-              </tr>
+              ))}
             </tfoot>
           </table>
+          {d.notes.map((note) => (
+            <p class="note">{note}</p>
+          ))}
         </main>
       </body>
     </html>
   );
 }
 
-/** `GET /invoices/{id}/html` (DESIGN §6.4): the invoice as a printable page. */
+/** `GET /invoices/{id}/html` (DESIGN §6.4, §6.11): the invoice as a printable page, the same content as its PDF. */
 export async function renderInvoicePage(c: Context, invoice: InvoiceView) {
   for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
   return c.html(html`<!DOCTYPE html>${<InvoicePage invoice={invoice} />}`, 200);

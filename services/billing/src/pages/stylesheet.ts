@@ -13,6 +13,8 @@ h1 { font-size: 1.5rem; margin: 0 0 1rem; }
 h2 { font-size: 1.125rem; margin: 0 0 .75rem; }
 .card, .invoice { background: #fff; border: 1px solid #d1d5db; border-radius: 8px; padding: 1.25rem; margin-bottom: 1.25rem; }
 .muted { color: #4b5563; }
+.parties { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 1rem; margin: 0 0 1rem; }
+address { font-style: normal; overflow-wrap: anywhere; }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; margin: 0 0 1rem; }
 .facts dt { font-weight: 600; }
 .facts dd { margin: 0; overflow-wrap: anywhere; }

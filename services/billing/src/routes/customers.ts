@@ -1,16 +1,31 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { badRequest, conflict, cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, security, traceOf, type ServiceApp } from "@core/kit";
 import { isUniqueViolation } from "@core/storage";
-import { auditRequest, requireOperator } from "../access.js";
+import { auditRequest, platformScope, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { atProvider, cardOfCustomer, createCustomer, customerJson, findCustomer, updateCustomer } from "../customers.js";
-import { listCustomers } from "../customers.js";
+import { AddressInput, atProvider, BuyerName, cardOfCustomer, createCustomer, customerJson, customerOfPlatform, ensurePlatformCustomer, findCustomer, listCustomers, TaxExemptInput, TaxIdsInput, updateCustomer } from "../customers.js";
 import type { CustomerRow } from "../db/schema.js";
 import { subscriptionJson, subscriptionsOfCustomer } from "../subscriptions.js";
 import { paymentMethodJson } from "./payment-methods.js";
-import { CustomerSchema, Email, Id, Metadata, pathId, PaymentMethodSchema, SubscriptionSchema } from "./schemas.js";
+import { bothPrefixes } from "./answers.js";
+import { CustomerSchema, Email, Id, Metadata, pathId, PaymentMethodSchema, platformQuery, SubscriptionSchema } from "./schemas.js";
 
 const Name = z.string().min(1).max(200);
+
+/** The buyer details of DESIGN §6.11, the same for the tenant, the portal's form and operators. */
+const buyerFields = {
+  address: AddressInput.nullable().optional().openapi({ description: "the buyer's postal address, replaced whole; null removes it" }),
+  taxIds: TaxIdsInput.optional().openapi({ description: "the buyer's tax ids (at most 5), replacing the list" }),
+  taxExempt: TaxExemptInput.optional().openapi({
+    description: "none: the buyer's country's rate; exempt: no tax; reverse: reverse charge, only for an EU business (an eu_vat id of its own country) in another EU country than the seller's (else 400)",
+  }),
+};
+
+/** What the tenant may change of its own customer (`PATCH /api/billing/customer`): no metadata, which is the operators'. */
+export const BuyerPatch = z
+  .object({ email: Email.optional(), name: BuyerName.nullable().optional(), ...buyerFields })
+  .strict()
+  .openapi("BuyerPatch");
 
 const CustomerInput = z
   .object({
@@ -26,6 +41,7 @@ const CustomerPatch = z
     email: Email.optional(),
     name: Name.nullable().optional(),
     metadata: Metadata.optional().openapi({ description: "merged into the customer's metadata; a key set to null is removed" }),
+    ...buyerFields,
   })
   .strict()
   .openapi("CustomerPatch");
@@ -120,11 +136,11 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
     createRoute({
       method: "patch",
       path: "/customers/{id}",
-      summary: "Update a customer's email, name or metadata (merged; a key set to null is removed)",
-      description: "Invoices already finalized keep the customer as it was (their customerSnapshot).",
+      summary: "Update a customer's email, name or metadata (merged; a key set to null is removed), and its buyer details (address, tax ids, tax exemption)",
+      description: "Invoices already finalized keep the customer as it was (their customerSnapshot). address, taxIds and taxExempt are DESIGN §6.11's additions to the spec's fields.",
       security: security.anyCredential,
       request: { params: z.object({ id: pathId("id") }), body: jsonBody(CustomerPatch) },
-      responses: { 200: jsonContent(CustomerSchema, "The customer"), ...errorResponses(401, 403, 404) },
+      responses: { 200: jsonContent(CustomerSchema, "The customer"), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
@@ -184,4 +200,60 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
       return c.json(paymentMethodJson(await cardOfCustomer(engine, customer, customer.defaultPaymentMethodId), customer), 200);
     },
   );
+
+  for (const path of bothPrefixes("/customer")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The platform's billing customer: email, name, address, tax ids and tax exemption, as its invoices name the buyer",
+        security: security.anyCredential,
+        request: { query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: jsonContent(CustomerSchema, "The customer"), ...errorResponses(401, 403, 404, 429, 503) },
+      }),
+      async (c) => {
+        const { platformId } = await platformScope(c, ctx, "billing:read", c.req.valid("query").platformId);
+        const customer = await customerOfPlatform(engine.db, platformId);
+        if (!customer) throw notFound("The platform has no billing customer yet: its first upgrade or billing details make one");
+        return c.json(customerJson(customer), 200);
+      },
+    );
+
+    app.openapi(
+      createRoute({
+        method: "patch",
+        path,
+        summary: "Change the platform's billing details: email, name, address, tax ids, tax exemption (copied onto each invoice when it is finalized)",
+        description:
+          "DESIGN §6.11. billing:manage. A platform without a customer gets one, billed to the caller's email. Invoices already finalized keep the buyer as it was. " +
+          "taxExempt reverse is refused (400) unless the buyer is an EU business (an eu_vat id of its own country) in another EU country than the seller's.",
+        security: security.anyCredential,
+        request: { query: z.object({ platformId: platformQuery(false) }), body: jsonBody(BuyerPatch) },
+        responses: { 200: jsonContent(CustomerSchema, "The customer"), ...errorResponses(400, 401, 403, 404, 409, 429, 503) },
+      }),
+      async (c) => {
+        const scope = await platformScope(c, ctx, "billing:manage", c.req.valid("query").platformId);
+        const customer = await platformCustomer(ctx, scope);
+        const { before, after } = await updateCustomer(engine, customer.id, c.req.valid("json"));
+        await auditRequest(c, engine, scope.caller, { action: "customer.update", targetType: "customer", targetId: before.id, before: customerJson(before), after: customerJson(after) });
+        return c.json(customerJson(after), 200);
+      },
+    );
+  }
+}
+
+/**
+ * The platform's customer for a change of its billing details: made when there is none yet, billed
+ * to the caller (only a member of the platform's own organization becomes its customer; an
+ * operator's or a service's address never does: 409 NO_CUSTOMER).
+ */
+export async function platformCustomer(ctx: BillingContext, scope: Awaited<ReturnType<typeof platformScope>>): Promise<CustomerRow> {
+  const { engine } = ctx;
+  const existing = await customerOfPlatform(engine.db, scope.platformId);
+  if (existing) return existing;
+  if (scope.caller.kind !== "principal" || scope.caller.principal.platformId !== scope.platformId || !scope.caller.principal.email) {
+    throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
+  }
+  const principal = scope.caller.principal;
+  return atProvider(engine, await ensurePlatformCustomer(engine.db, await engine.time.now(), { platformId: scope.platformId, userId: principal.userId, email: principal.email, currency: engine.catalogue.currency }));
 }

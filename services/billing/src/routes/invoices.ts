@@ -1,11 +1,14 @@
+import type { Context } from "hono";
 import { createRoute, z } from "@hono/zod-openapi";
+import { browserCallerOf } from "@core/service-auth";
 import { cursorParam, errorResponses, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
 import { platformScope, resourceScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import type { InvoiceRow } from "../db/schema.js";
 import { invoiceById, listInvoices } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
-import { renderInvoicePage } from "../pages/invoice.js";
+import { PAGE_HEADERS, renderInvoicePage } from "../pages/invoice.js";
+import { invoicePdf } from "../pdf.js";
 import { upcomingInvoice } from "../upcoming.js";
 import { bothPrefixes } from "./answers.js";
 import { InvoiceSchema, pathId, platformQuery, UpcomingInvoiceSchema } from "./schemas.js";
@@ -20,6 +23,18 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
     const scoped = await resourceScope(c, ctx, "billing:read", named, row?.platformId ?? null);
     if (!row || !scoped || row.status === "draft" || row.platformId !== scoped.platformId) throw notFound(`No invoice ${id}`);
     return row;
+  }
+
+  /**
+   * A page a browser opens (the invoice, its PDF; DESIGN §6.11): the request's credential, or IAM's
+   * session cookie. Without either, a browser (it asks for HTML) is sent to IAM's sign-in with a way
+   * back here; other clients get 401 as from every route. Null: the redirect to answer.
+   */
+  async function browserAccess(c: Context): Promise<Response | null> {
+    if (await browserCallerOf(c, ctx.credentials)) return null;
+    if (!(c.req.header("accept") ?? "").includes("text/html")) return null;
+    const back = new URL(c.req.path + new URL(c.req.url).search, ctx.config.billingUrl).href;
+    return c.redirect(`${ctx.config.iamUrl}/sign-in?next=${encodeURIComponent(back)}`, 303);
   }
 
   for (const path of bothPrefixes("/invoices")) {
@@ -86,14 +101,55 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
       createRoute({
         method: "get",
         path,
-        summary: "The invoice as a printable HTML page",
+        summary: "The invoice as a printable HTML page: seller, buyer, lines with quantity, unit price and tax rate, tax base, tax and totals",
+        description:
+          "DESIGN §6.11: also opens with IAM's session cookie of a member who may read billing; a browser without a credential is sent (303) to IAM's sign-in, coming back here.",
         security: security.anyCredential,
         request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
-        responses: { 200: { description: "An HTML page", content: { "text/html": { schema: z.string() } } }, ...errorResponses(401, 403, 404, 429, 503) },
+        responses: {
+          200: { description: "An HTML page", content: { "text/html": { schema: z.string() } } },
+          303: { description: "A browser without a credential: to IAM's sign-in" },
+          ...errorResponses(401, 403, 404, 429, 503),
+        },
       }),
       async (c) => {
+        const away = await browserAccess(c);
+        if (away) return away;
         const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
         return renderInvoicePage(c, invoiceJson(row, await linesOf(db, row.id)));
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/invoices/{id}/pdf")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The invoice as a PDF: the same content as its HTML page",
+        description:
+          "DESIGN §6.11: made in process (pdfkit), access as GET /invoices/{id}; also opens with IAM's session cookie of a member who may read billing, and a browser without a credential is sent (303) to IAM's sign-in.",
+        security: security.anyCredential,
+        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
+        responses: {
+          200: { description: "The invoice as a PDF", content: { "application/pdf": { schema: z.string().openapi({ format: "binary" }) } } },
+          303: { description: "A browser without a credential: to IAM's sign-in" },
+          ...errorResponses(401, 403, 404, 429, 503),
+        },
+      }),
+      async (c) => {
+        const away = await browserAccess(c);
+        if (away) return away;
+        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
+        const pdf = await invoicePdf(invoiceJson(row, await linesOf(db, row.id)));
+        const name = (row.number ?? row.id).replace(/[^A-Za-z0-9-]/g, "");
+        // the page's headers but its CSP, which browsers' PDF viewers may not run under
+        const { "content-security-policy": _csp, ...headers } = PAGE_HEADERS;
+        return c.body(new Uint8Array(pdf), 200, {
+          ...headers,
+          "content-type": "application/pdf",
+          "content-disposition": `inline; filename="invoice-${name}.pdf"`,
+        });
       },
     );
   }

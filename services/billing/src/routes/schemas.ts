@@ -59,10 +59,34 @@ export const InvoiceLineSchema = z
     quantity: z.string().nullable().openapi({ description: "a decimal string" }),
     unitAmountCents: z.string().nullable().openapi({ description: "a decimal string" }),
     amountCents: z.number().int(),
+    taxRatePercent: z.string().nullable().openapi({ description: "the tax rate on this line, percent (a decimal string); null on a carried line (taxed on its own invoice) and on invoices made before rates by country" }),
     periodStart: NullableSeconds,
     periodEnd: NullableSeconds,
   })
   .openapi("InvoiceLine");
+
+export const AddressSchema = z
+  .object({
+    line1: z.string(),
+    line2: z.string().nullable(),
+    city: z.string(),
+    postalCode: z.string().nullable(),
+    state: z.string().nullable().openapi({ description: "the region's code (CA for California), as ISO 3166-2 names it" }),
+    country: z.string().openapi({ description: "ISO 3166-1 alpha-2" }),
+  })
+  .openapi("Address");
+
+export const TaxIdSchema = z.object({ type: z.string().openapi({ description: "Stripe's tax id type: eu_vat, gb_vat, us_ein, ch_vat, no_vat, au_abn, ca_bn …" }), value: z.string() }).openapi("TaxId");
+
+export const TaxExemptSchema = z.enum(["none", "exempt", "reverse"]).openapi({ description: "none: the buyer's country's rate; exempt: no tax; reverse: an EU business in another EU country than the seller's accounts for the VAT itself (reverse charge)" });
+
+export const CustomerSnapshotSchema = z
+  .object({ email: z.string(), name: z.string().nullable(), address: AddressSchema.nullable(), taxIds: z.array(TaxIdSchema), taxExempt: TaxExemptSchema })
+  .openapi("CustomerSnapshot", { description: "the buyer as it was when the invoice was finalized (DESIGN §6.11)" });
+
+export const SellerSchema = z
+  .object({ name: z.string(), addressLines: z.array(z.string()), country: z.string().nullable(), taxId: z.string().nullable(), email: z.string().nullable(), website: z.string().nullable() })
+  .openapi("Seller", { description: "the seller as it was when the invoice was finalized (CORE_BILLING_SELLER, DESIGN §6.11)" });
 
 export const InvoiceSchema = z
   .object({
@@ -83,7 +107,11 @@ export const InvoiceSchema = z
     createdAt: Seconds,
     finalizedAt: NullableSeconds,
     paidAt: NullableSeconds,
-    customerSnapshot: z.object({ email: z.string(), name: z.string().nullable() }),
+    customerSnapshot: CustomerSnapshotSchema,
+    seller: SellerSchema.nullable().openapi({ description: "null on invoices finalized before sellers were recorded" }),
+    taxRatePercent: z.string().nullable().openapi({ description: "the rate the tax is (percent, a decimal string): taxCents = taxBaseCents × taxRatePercent / 100, rounded once half away from zero" }),
+    taxBaseCents: z.number().int().nullable().openapi({ description: "what the rate applies to: the subtotal without carried lines (taxed on their own invoice)" }),
+    taxTreatment: z.enum(["standard", "exempt", "reverse"]).nullable().openapi({ description: "reverse: reverse charge, the buyer accounts for the VAT" }),
     attemptCount: z.number().int().openapi({ description: "charges refused so far (dunning, DESIGN §6.3)" }),
     nextPaymentAttempt: NullableSeconds.openapi({ description: "when the next retry of a refused charge is due (billing time), or null" }),
     collection: z
@@ -129,6 +157,9 @@ export const CustomerSchema = z
     balanceCents: z.number().int().openapi({ description: "positive: credit the customer holds; negative: a debit carried to the next invoice" }),
     currency: z.string(),
     defaultPaymentMethodId: z.string().nullable(),
+    address: AddressSchema.nullable(),
+    taxIds: z.array(TaxIdSchema),
+    taxExempt: TaxExemptSchema,
     createdAt: Seconds,
   })
   .openapi("Customer");

@@ -7,6 +7,7 @@ import { migrationsFolder as registryMigrations } from "../../../platform-regist
 import { principal, startFakeIam, type FakeIam } from "../../../../packages/service-auth/test/support/fake-iam.js";
 import { createApp, type BillingApp } from "../../src/app.js";
 import type { BillingConfig } from "../../src/config.js";
+import type { Seller } from "../../src/db/schema.js";
 import { migrationsFolder, SERVICE_ID } from "../../src/index.js";
 import { DEFAULT_PLANS, Catalogue } from "../../src/plans.js";
 import { LocalProvider, type LocalProviderFaults } from "../../src/provider/local.js";
@@ -24,9 +25,22 @@ export const unique = (prefix = "t") => `${prefix}-${randomBytes(5).toString("he
 /** 2026-01-31T10:00:00Z: an anchor on the 31st, so periods end on month ends (29 February, 31 March, 30 April). */
 export const START = new Date("2026-01-31T10:00:00.000Z");
 
+/** The seller of the tests' invoices: a German company (reverse charge applies to other EU countries' businesses). */
+export const TEST_SELLER: Seller = {
+  name: "Core Cloud GmbH",
+  addressLines: ["Friedrichstraße 1", "10117 Berlin"],
+  country: "DE",
+  taxId: "DE123456789",
+  email: "billing@core.example",
+  website: null,
+};
+
 export function testBillingConfig(overrides: Partial<BillingConfig> = {}): BillingConfig {
   return {
     billingUrl: "http://localhost:4200",
+    iamUrl: "http://localhost:4100",
+    taxRates: null,
+    seller: TEST_SELLER,
     registryUrl: "http://127.0.0.1:1",
     catalogue: new Catalogue(DEFAULT_PLANS),
     taxPercent: "0",
@@ -56,7 +70,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
   const registryCredentials = remoteResolvers({ iamUrl: iam.url, serviceId: "platform-registry", tokens: new ServiceTokenClient(iam.url, { serviceId: "platform-registry", secret: "registry-secret" }) });
   const registry: RunningServer = await listen(createRegistryApp({ db: handle.db, logger: silentLogger(), credentials: registryCredentials }), 0, "127.0.0.1");
   const tokens = new ServiceTokenClient(iam.url, { serviceId: SERVICE_ID, secret: "billing-secret" });
-  const config = testBillingConfig({ registryUrl: registry.url, ...overrides });
+  const config = testBillingConfig({ registryUrl: registry.url, iamUrl: iam.url, ...overrides });
   /** what billing mailed (unless `realMailer`: then the kit's mailer of `config.mail`); `mailFails` makes the next sends throw, as a refusing SMTP server would */
   const mails: Mail[] = [];
   const mailer = {
