@@ -103,54 +103,57 @@ const ReconcileAnswer = z
 export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
   const { engine } = ctx;
 
-  app.openapi(
-    createRoute({
-      method: "post",
+  // a credit and a debit are one movement of the balance ledger, in opposite directions (DESIGN §6.4, §6.10)
+  const adjustments = [
+    {
+      kind: "credit" as const,
       path: "/operator/credits",
       summary: "Credit a customer: an amount in major units, kept as integer minor units in the balance ledger and applied to the next invoices",
-      security: security.anyCredential,
-      request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
-      responses: { 201: jsonContent(CreditAnswer, "The credit and the balance after it"), ...errorResponses(401, 403, 404, 409, 422) },
-    }),
-    async (c) => {
-      const caller = await requireOperator(c, ctx.credentials);
-      const input = c.req.valid("json");
-      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/credits", key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
-        const result = await grantCredit(engine, input, actorOf(caller));
-        await auditRequest(c, engine, caller, { action: "credit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
-        return {
-          status: 201,
-          body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
-        };
-      });
-      return keyedAnswer(c, keyed);
+      description: undefined,
+      answer: jsonContent(CreditAnswer, "The credit and the balance after it"),
+      grant: grantCredit,
     },
-  );
-
-  app.openapi(
-    createRoute({
-      method: "post",
+    {
+      kind: "debit" as const,
       path: "/operator/debits",
       summary: "Debit a customer: the body of a credit, lowering the balance through the same ledger; the debt is added to the next invoice as a carried line",
       description: "DESIGN §6.10: takes back a credit given by mistake, or charges for something outside the plan. Another currency than the customer's is 409 CURRENCY_MISMATCH.",
-      security: security.anyCredential,
-      request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
-      responses: { 201: jsonContent(DebitAnswer, "The debit and the balance after it"), ...errorResponses(400, 401, 403, 404, 409, 422) },
-    }),
-    async (c) => {
-      const caller = await requireOperator(c, ctx.credentials);
-      const input = c.req.valid("json");
-      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/debits", key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
-        const result = await grantDebit(engine, input, actorOf(caller));
-        await auditRequest(c, engine, caller, { action: "debit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
-        return {
-          status: 201,
-          body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
-        };
-      });
-      return keyedAnswer(c, keyed);
+      answer: jsonContent(DebitAnswer, "The debit and the balance after it"),
+      grant: grantDebit,
     },
-  );
+  ];
+  for (const adjustment of adjustments) {
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: adjustment.path,
+        summary: adjustment.summary,
+        ...(adjustment.description && { description: adjustment.description }),
+        security: security.anyCredential,
+        request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
+        responses: { 201: adjustment.answer, ...errorResponses(400, 401, 403, 404, 409, 422) },
+      }),
+      async (c) => {
+        const caller = await requireOperator(c, ctx.credentials);
+        const input = c.req.valid("json");
+        const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: adjustment.path, key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
+          const result = await adjustment.grant(engine, input, actorOf(caller));
+          await auditRequest(c, engine, caller, {
+            action: `${adjustment.kind}.grant`,
+            targetType: "customer",
+            targetId: input.customerId,
+            before: result.before,
+            after: { ...result.after, amountCents: result.amountCents },
+          });
+          return {
+            status: 201,
+            body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
+          };
+        });
+        return keyedAnswer(c, keyed);
+      },
+    );
+  }
 
   app.openapi(
     createRoute({
