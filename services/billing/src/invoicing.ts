@@ -316,6 +316,10 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     totalCents: row.totalCents,
     amountDueCents: row.amountDueCents,
     amountPaidCents: row.amountPaidCents,
+    // what credit notes gave back (DESIGN §6.10): to the card, to the balance; and a dispute at the provider
+    amountRefundedCents: row.amountRefundedCents,
+    amountCreditedCents: row.amountCreditedCents,
+    disputed: row.disputed,
     periodStart: unixSeconds(row.periodStart),
     periodEnd: unixSeconds(row.periodEnd),
     createdAt: unixSeconds(row.createdAt),

@@ -54,18 +54,38 @@ export async function listOperatorAudit(db: Db, page: { limit: number; cursor?: 
  * currency's minor units, raises the customer's balance through the immutable ledger; it is applied
  * to the next invoices before charging.
  */
-export async function grantCredit(engine: Engine, input: { customerId: string; amount: number | string; currency?: string; description: string }, actor: Actor) {
+export async function grantCredit(engine: Engine, input: BalanceAdjustment, actor: Actor) {
+  return adjustBalance(engine, input, actor, "credit");
+}
+
+/**
+ * `POST /operator/debits` (DESIGN §6.10): the same body as a credit, lowering the balance through the
+ * same ledger (kind `debit`): a debt the customer owes, added to the next invoice as a `carried` line
+ * by the balance rules (§6.3). It takes back a credit given by mistake, or charges for something
+ * outside the plan.
+ */
+export async function grantDebit(engine: Engine, input: BalanceAdjustment, actor: Actor) {
+  return adjustBalance(engine, input, actor, "debit");
+}
+
+export interface BalanceAdjustment {
+  customerId: string;
+  amount: number | string;
+  currency?: string;
+  description: string;
+}
+
+async function adjustBalance(engine: Engine, input: BalanceAdjustment, actor: Actor, kind: "credit" | "debit") {
   const customer = await findCustomer(engine.db, input.customerId);
   const currency = (input.currency ?? customer.currency).toLowerCase();
   const parsed = parseMajorAmount(input.amount, currency);
   if (!parsed.ok) throw new ApiError(400, "VALIDATION_ERROR", "Invalid body: amount", [{ path: "amount", message: parsed.reason, code: "invalid_amount" }]);
   if (currency !== customer.currency) {
-    throw conflict("CURRENCY_MISMATCH", `The customer is billed in ${customer.currency.toUpperCase()}; a credit in ${currency.toUpperCase()} cannot be applied`);
+    throw conflict("CURRENCY_MISMATCH", `The customer is billed in ${customer.currency.toUpperCase()}; a ${kind} in ${currency.toUpperCase()} cannot be applied`);
   }
   const now = await engine.time.now();
-  const balanceCents = await engine.db.transaction((tx) =>
-    moveBalance(tx, now, customer.id, parsed.minorUnits, { kind: "credit", description: input.description, currency, ...actor }),
-  );
+  const signed = kind === "credit" ? parsed.minorUnits : -parsed.minorUnits;
+  const balanceCents = await engine.db.transaction((tx) => moveBalance(tx, now, customer.id, signed, { kind, description: input.description, currency, ...actor }));
   return { before: { balanceCents: customer.balanceCents }, after: { balanceCents }, amountCents: parsed.minorUnits, currency };
 }
 

@@ -2,6 +2,7 @@ import { and, eq, isNull } from "drizzle-orm";
 import type { Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { sql } from "drizzle-orm";
+import { checkRefund } from "./credit-notes.js";
 import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoice, refuseWhileCollecting } from "./collection.js";
 import { findCustomer } from "./customers.js";
 import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
@@ -192,6 +193,7 @@ export async function retryOpenInvoicesNow(engine: Engine, customerId: string, l
 /** One due item of the worker (DESIGN §6.9): each has its own next time, and its own backoff when it fails. */
 type Due =
   | { kind: "check"; id: string; platformId: string; at: Date }
+  | { kind: "refund"; id: string; platformId: string; at: Date }
   | { kind: "subscription"; id: string; platformId: string; at: Date }
   | { kind: "retry"; id: string; platformId: string; at: Date }
   | { kind: "close"; id: string; platformId: string; periodStart: Date; at: Date };
@@ -226,6 +228,13 @@ async function nextDue(engine: Engine, now: Date, wall: Date, busy: string[]): P
       order by next_check_at, id limit 1`),
   );
   if (check) return { kind: "check", id: check.id, platformId: check.platform_id, at: time(check.at) };
+  // a credit note's refund whose outcome is unknown (DESIGN §6.10): asked again with its key, as a payment check is
+  const [refund] = rowsOf<{ id: string; platform_id: string; at: Date | string }>(
+    await db.execute(sql`select n.id, i.platform_id, n.refund_next_check_at as at from billing.credit_notes n join billing.invoices i on i.id = n.invoice_id
+      where n.refund_state = 'pending' and n.refund_next_check_at <= ${wall.toISOString()}::timestamptz and ${available(sql`'refund:' || n.id`, sql`i.platform_id`, wall, busy)}
+      order by n.refund_next_check_at, n.id limit 1`),
+  );
+  if (refund) return { kind: "refund", id: refund.id, platformId: refund.platform_id, at: time(refund.at) };
   const [subscription] = rowsOf<{ id: string; platform_id: string; at: Date | string }>(
     await db.execute(sql`select id, platform_id, current_period_end as at from billing.subscriptions s
       where current and current_period_end <= ${now.toISOString()}::timestamptz
@@ -255,7 +264,7 @@ async function nextDue(engine: Engine, now: Date, wall: Date, busy: string[]): P
     due.push({ kind: "close", id: `${close.platform_id}@${Math.floor(periodStart.getTime() / 1000)}`, platformId: close.platform_id, periodStart, at: new Date(time(close.period_end).getTime() + engine.usageGraceSeconds * 1000) });
   }
   if (retry) due.push({ kind: "retry", id: retry.id, platformId: retry.platform_id, at: time(retry.at) });
-  const rank = { check: 0, subscription: 1, close: 2, retry: 3 } as const;
+  const rank = { check: 0, refund: 0, subscription: 1, close: 2, retry: 3 } as const;
   due.sort((a, b) => a.at.getTime() - b.at.getTime() || rank[a.kind] - rank[b.kind]);
   return due[0] ?? null;
 }
@@ -265,6 +274,9 @@ async function work(engine: Engine, due: Due, logger?: Logger): Promise<void> {
   switch (due.kind) {
     case "check":
       await checkCollection(engine, due.id, logger);
+      return;
+    case "refund":
+      await checkRefund(engine, due.id, logger);
       return;
     case "retry":
       await retryInvoice(engine, due.id, due.at, logger);
@@ -361,7 +373,7 @@ export class BillingWorker {
   /** One pass, never two at once in this replica; answers how many items it handled. */
   pass(): Promise<number> {
     const next = this.running.then(async () => {
-      // the pass of the due items: renewals, trial ends, dunning retries, period closes, payment checks
+      // the pass of the due items: renewals, trial ends, dunning retries, period closes, payment checks, refund checks
       const done = await this.engine.metrics.service.timePass("renewals", async () => runDue(this.engine, await this.engine.time.now(), this.logger));
       await this.alsoEachPass().catch((err: unknown) => this.logger.error({ err: (err as Error).message }, "billing side work failed"));
       return done;

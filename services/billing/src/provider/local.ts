@@ -1,8 +1,8 @@
-import { and, asc, between, eq, isNull } from "drizzle-orm";
+import { and, asc, between, eq, isNull, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { newId, unixSeconds, type Clock } from "@core/kit";
-import { isUniqueViolation, type Db } from "@core/storage";
-import { charges, paymentMethods, setupIntents, type PaymentMethodRow } from "../db/schema.js";
+import { isUniqueViolation, rowsOf, type Db } from "@core/storage";
+import { charges, paymentMethods, refunds, setupIntents, type PaymentMethodRow } from "../db/schema.js";
 import { createPortalSession } from "../portal.js";
 import {
   HARD_DECLINES,
@@ -13,6 +13,8 @@ import {
   type PaymentMethodView,
   type PaymentProvider,
   type ProviderPayment,
+  type RefundOutcome,
+  type RefundRequest,
   type SetupIntentView,
 } from "./types.js";
 
@@ -54,10 +56,16 @@ export const TEST_CARDS: Readonly<Record<string, TestCard>> = {
 export interface LocalProviderFaults {
   beforeCharge?(request: ChargeRequest): Promise<void>;
   afterCharge?(request: ChargeRequest, outcome: ChargeOutcome): Promise<void>;
+  /** before a refund is made (nothing moved), and after it is recorded (the refund made, its answer lost) */
+  beforeRefund?(request: RefundRequest): Promise<void>;
+  afterRefund?(request: RefundRequest, outcome: RefundOutcome): Promise<void>;
 }
 
 /** Test cards expire in December, a few years out; a fixed year keeps the provider deterministic. */
 const TEST_CARD_EXPIRY = { month: 12, year: 2034 };
+
+const refundOutcomeOf = (row: typeof refunds.$inferSelect): RefundOutcome =>
+  row.status === "succeeded" ? { status: "succeeded", refundId: row.id } : { status: "failed", refundId: row.id, code: row.failureCode ?? "refund_failed" };
 
 const view = (row: PaymentMethodRow): PaymentMethodView => ({
   id: row.id,
@@ -207,6 +215,71 @@ export class LocalProvider implements PaymentProvider {
 
   async findCharge(request: ChargeRequest): Promise<ChargeOutcome | { status: "none" }> {
     return (await this.chargeByKey(request.idempotencyKey)) ?? { status: "none" };
+  }
+
+  /**
+   * A refund of a charge of this provider (DESIGN §6.10), recorded in `billing.refunds` against it:
+   * one per key (the same key answers the first refund again), and never more in all than the charge
+   * (the charge row is locked while the sum is checked, so refunds racing with other keys cannot pass it).
+   */
+  async refund(request: RefundRequest): Promise<RefundOutcome> {
+    try {
+      await this.faults.beforeRefund?.(request);
+    } catch (err) {
+      return { status: "unknown", reason: (err as Error).message };
+    }
+    let outcome = await this.refundByKey(request.idempotencyKey);
+    if (!outcome) {
+      try {
+        outcome = await this.db.transaction(async (tx) => {
+          const [charge] = rowsOf<{ id: string; customer_id: string; amount_cents: string | number; currency: string; status: string }>(
+            await tx.execute(sql`select id, customer_id, amount_cents, currency, status from billing.charges where id = ${request.paymentId} for update`),
+          );
+          const again = await this.refundByKey(request.idempotencyKey, tx);
+          if (again) return again;
+          let failure: string | null = null;
+          if (!charge || charge.status !== "succeeded" || charge.customer_id !== request.customerId) failure = "charge_not_found";
+          else if (charge.currency !== request.currency) failure = "currency_mismatch";
+          else {
+            const [{ refunded }] = rowsOf<{ refunded: string | number }>(
+              await tx.execute(sql`select coalesce(sum(amount_cents), 0) as refunded from billing.refunds where charge_id = ${charge.id} and status = 'succeeded'`),
+            ) as [{ refunded: string | number }];
+            if (Number(refunded) + request.amountCents > Number(charge.amount_cents)) failure = "amount_too_large";
+          }
+          // a refusal is kept under its key too, as Stripe keeps every answer of a request it began
+          if (failure && !charge) return { status: "failed", refundId: null, code: failure } as RefundOutcome;
+          const [row] = await tx
+            .insert(refunds)
+            .values({
+              id: newId("re"),
+              idempotencyKey: request.idempotencyKey,
+              chargeId: charge!.id,
+              amountCents: request.amountCents,
+              currency: request.currency,
+              status: failure ? "failed" : "succeeded",
+              failureCode: failure,
+              createdAt: this.clock.now(),
+            })
+            .returning();
+          return refundOutcomeOf(row!);
+        });
+      } catch (err) {
+        // the same key arrived twice at once: the first write is the refund
+        if (!isUniqueViolation(err, "refunds_idempotency_key")) throw err;
+        outcome = (await this.refundByKey(request.idempotencyKey))!;
+      }
+    }
+    try {
+      await this.faults.afterRefund?.(request, outcome);
+    } catch (err) {
+      return { status: "unknown", reason: (err as Error).message };
+    }
+    return outcome;
+  }
+
+  private async refundByKey(key: string, db: Db = this.db): Promise<RefundOutcome | null> {
+    const [row] = await db.select().from(refunds).where(eq(refunds.idempotencyKey, key));
+    return row ? refundOutcomeOf(row) : null;
   }
 
   async payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]> {

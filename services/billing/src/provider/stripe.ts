@@ -12,6 +12,8 @@ import {
   type PaymentMethodView,
   type PaymentProvider,
   type ProviderPayment,
+  type RefundOutcome,
+  type RefundRequest,
   type SetupIntentView,
 } from "./types.js";
 
@@ -178,6 +180,39 @@ export class StripeProvider implements PaymentProvider {
     }
   }
 
+  /**
+   * A Refund of the invoice's PaymentIntent (DESIGN §6.10), with the credit note's key and
+   * `metadata.core_credit_note_id`. The PaymentIntent's refunds are read first: a refund already made
+   * for this note (asked again after Stripe forgot the key, a day on) is answered, never made twice.
+   */
+  async refund(request: RefundRequest): Promise<RefundOutcome> {
+    try {
+      for await (const made of this.stripe.refunds.list({ payment_intent: request.paymentId, limit: 100 })) {
+        if (made.metadata?.core_credit_note_id === request.creditNoteId) return refundOutcomeOf(made);
+      }
+      const made = await this.stripe.refunds.create(
+        {
+          payment_intent: request.paymentId,
+          amount: request.amountCents,
+          metadata: { core_credit_note_id: request.creditNoteId, core_invoice_id: request.invoiceId, core_customer_id: request.customerId },
+        },
+        { idempotencyKey: request.idempotencyKey },
+      );
+      return refundOutcomeOf(made);
+    } catch (err) {
+      // refused as malformed (more than is left to refund, an unknown payment): nothing moved
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.type !== "idempotency_error" && err.statusCode !== 409) {
+        return { status: "failed", refundId: null, code: err.code || "invalid_request" };
+      }
+      return { status: "unknown", reason: err instanceof Error ? err.message.split("\n")[0]! : "no answer" };
+    }
+  }
+
+  /** The refunds of a charge, as Stripe holds them now (its `charge.refunded` event need not carry them). */
+  async refundsOfCharge(chargeId: string): Promise<Stripe.Refund[]> {
+    return call(() => this.stripe.refunds.list({ charge: chargeId, limit: 100 }).autoPagingToArray({ limit: 10_000 }));
+  }
+
   async payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]> {
     const created = { gte: Math.floor(range.from.getTime() / 1000), lte: Math.floor(range.to.getTime() / 1000) };
     return call(async () => {
@@ -271,6 +306,13 @@ function outcomeOf(intent: Stripe.PaymentIntent): ChargeOutcome {
   const code = error?.code || (intent.status === "requires_action" ? "authentication_required" : "card_declined");
   const declineCode = error?.decline_code || null;
   return { status: "declined", paymentId: intent.id, code, declineCode, hard: HARD_DECLINES.has(declineCode ?? code) };
+}
+
+/** A Refund as an outcome: `pending` (Stripe has not finished it) is asked about again. */
+function refundOutcomeOf(refund: Stripe.Refund): RefundOutcome {
+  if (refund.status === "succeeded") return { status: "succeeded", refundId: refund.id };
+  if (refund.status === "failed" || refund.status === "canceled") return { status: "failed", refundId: refund.id, code: refund.failure_reason || "refund_failed" };
+  return { status: "unknown", reason: `the refund ${refund.id} is ${refund.status ?? "pending"} at Stripe` };
 }
 
 function setupStatus(status: string): SetupIntentView["status"] {

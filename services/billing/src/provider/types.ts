@@ -38,6 +38,31 @@ export interface ChargeRequest {
   idempotencyKey: string;
 }
 
+/**
+ * A refund of (part of) the payment that paid an invoice (DESIGN §6.10), asked for by a credit note.
+ * Its key is `refund:<creditNoteId>`: asked again with it (an unknown outcome, a crash), the provider
+ * answers the first refund and never refunds twice.
+ */
+export interface RefundRequest {
+  creditNoteId: string;
+  invoiceId: string;
+  customerId: string;
+  /** the provider's payment that paid the invoice (`invoices.payment_id`: a PaymentIntent at Stripe, a charge on local) */
+  paymentId: string;
+  amountCents: number;
+  currency: string;
+  idempotencyKey: string;
+}
+
+/**
+ * What a refund came to: made (with the provider's refund id); refused, nothing moved (the payment
+ * cannot be refunded by that much, or is unknown); or unknown, asked again later with the same key.
+ */
+export type RefundOutcome =
+  | { status: "succeeded"; refundId: string }
+  | { status: "failed"; refundId: string | null; code: string }
+  | { status: "unknown"; reason: string };
+
 /** A payment the provider made for one of billing's invoices (what `payments/reconcile` compares). */
 export interface ProviderPayment {
   id: string;
@@ -80,6 +105,11 @@ export interface PaymentProvider {
    * or `unknown` when the provider cannot be asked now.
    */
   findCharge(request: ChargeRequest & { since: Date }): Promise<ChargeOutcome | { status: "none" }>;
+  /**
+   * Refunds part or all of a payment under the request's key (DESIGN §6.10): the same key answers the
+   * first refund again. A provider fault is the outcome `unknown`, never a throw of its own making.
+   */
+  refund(request: RefundRequest): Promise<RefundOutcome>;
   /** The succeeded payments for billing's invoices that the provider made between `from` and `to`. */
   payments(range: { from: Date; to: Date }): Promise<ProviderPayment[]>;
 }

@@ -4,6 +4,7 @@ import { browserCallerOf } from "@core/service-auth";
 import { cursorParam, errorResponses, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
 import { platformScope, resourceScope } from "../access.js";
 import type { BillingContext } from "../app.js";
+import { creditNoteJson, creditNotesOf } from "../credit-notes.js";
 import type { InvoiceRow } from "../db/schema.js";
 import { invoiceById, listInvoices } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
@@ -11,7 +12,7 @@ import { PAGE_HEADERS, renderInvoicePage } from "../pages/invoice.js";
 import { invoicePdf } from "../pdf.js";
 import { upcomingInvoice } from "../upcoming.js";
 import { bothPrefixes } from "./answers.js";
-import { InvoiceSchema, pathId, platformQuery, UpcomingInvoiceSchema } from "./schemas.js";
+import { CreditNoteSchema, InvoiceSchema, pathId, platformQuery, UpcomingInvoiceSchema } from "./schemas.js";
 
 /** Table A's invoice rows (spec §4.4; DESIGN §6.4, §6.9): a page of the platform's invoices, the upcoming one, one invoice, its printable page. */
 export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
@@ -92,6 +93,23 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
       async (c) => {
         const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
         return c.json(invoiceJson(row, await linesOf(db, row.id)), 200);
+      },
+    );
+  }
+
+  for (const path of bothPrefixes("/invoices/{id}/credit-notes")) {
+    app.openapi(
+      createRoute({
+        method: "get",
+        path,
+        summary: "The invoice's credit notes, in the order they were issued (who may read the invoice may read them)",
+        security: security.anyCredential,
+        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
+        responses: { 200: jsonContent(z.object({ data: z.array(CreditNoteSchema) }).openapi("CreditNoteList"), "The credit notes"), ...errorResponses(401, 403, 404, 429, 503) },
+      }),
+      async (c) => {
+        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
+        return c.json({ data: (await creditNotesOf(db, row.id)).map(creditNoteJson) }, 200);
       },
     );
   }

@@ -4,11 +4,12 @@ import { actorOf, auditRequest, callerKey, requireOperator } from "../access.js"
 import type { BillingContext } from "../app.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
 import { reconcileUsage } from "../metering/reconcile.js";
-import { generateInvoice, grantCredit, listOperatorAudit, overrideSubscription, overview, payInvoice, startTrial, voidByOperator } from "../operator.js";
+import { CREDIT_NOTE_REASONS, creditNoteJson, issueCreditNote } from "../credit-notes.js";
+import { generateInvoice, grantCredit, grantDebit, listOperatorAudit, overrideSubscription, overview, payInvoice, startTrial, voidByOperator } from "../operator.js";
 import { DEFAULT_RECONCILE_DAYS, MAX_RECONCILE_DAYS, reconcilePayments } from "../payments-reconcile.js";
 import { subscriptionJson } from "../subscriptions.js";
 import { keyedAnswer } from "./answers.js";
-import { IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
+import { CreditNoteSchema, IdempotencyHeader, Id, InvoiceSchema, pathId, SubscriptionSchema, Tier } from "./schemas.js";
 
 const CreditInput = z
   .object({
@@ -36,6 +37,20 @@ const PaymentReconcileAnswer = z
 const CreditAnswer = z
   .object({ customerId: z.string(), amountCents: z.number().int(), currency: z.string(), description: z.string(), balanceCents: z.number().int() })
   .openapi("Credit");
+
+const DebitAnswer = z
+  .object({ customerId: z.string(), amountCents: z.number().int(), currency: z.string(), description: z.string(), balanceCents: z.number().int() })
+  .openapi("Debit");
+
+const CreditNoteInput = z
+  .object({
+    amountCents: z.number().int().gt(0).max(Number.MAX_SAFE_INTEGER).openapi({ description: "what is given back, tax included, in the invoice's minor units" }),
+    reason: z.enum(CREDIT_NOTE_REASONS),
+    refundTo: z.enum(["payment_method", "balance"]).openapi({ description: "payment_method: refunded to the card through the provider; balance: credited to the customer's balance" }),
+    memo: z.string().min(1).max(500).optional(),
+  })
+  .strict()
+  .openapi("CreditNoteInput");
 
 const OverviewSchema = z
   .object({
@@ -93,26 +108,89 @@ const ReconcileAnswer = z
 export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
   const { engine } = ctx;
 
+  // a credit and a debit are one movement of the balance ledger, in opposite directions (DESIGN §6.4, §6.10)
+  const adjustments = [
+    {
+      kind: "credit" as const,
+      path: "/operator/credits",
+      summary: "Credit a customer: an amount in major units, kept as integer minor units in the balance ledger and applied to the next invoices",
+      description: undefined,
+      answer: jsonContent(CreditAnswer, "The credit and the balance after it"),
+      grant: grantCredit,
+    },
+    {
+      kind: "debit" as const,
+      path: "/operator/debits",
+      summary: "Debit a customer: the body of a credit, lowering the balance through the same ledger; the debt is added to the next invoice as a carried line",
+      description: "DESIGN §6.10: takes back a credit given by mistake, or charges for something outside the plan. Another currency than the customer's is 409 CURRENCY_MISMATCH.",
+      answer: jsonContent(DebitAnswer, "The debit and the balance after it"),
+      grant: grantDebit,
+    },
+  ];
+  for (const adjustment of adjustments) {
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: adjustment.path,
+        summary: adjustment.summary,
+        ...(adjustment.description && { description: adjustment.description }),
+        security: security.anyCredential,
+        request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
+        responses: { 201: adjustment.answer, ...errorResponses(400, 401, 403, 404, 409, 422) },
+      }),
+      async (c) => {
+        const caller = await requireOperator(c, ctx.credentials);
+        const input = c.req.valid("json");
+        const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: adjustment.path, key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
+          const result = await adjustment.grant(engine, input, actorOf(caller));
+          await auditRequest(c, engine, caller, {
+            action: `${adjustment.kind}.grant`,
+            targetType: "customer",
+            targetId: input.customerId,
+            before: result.before,
+            after: { ...result.after, amountCents: result.amountCents },
+          });
+          return {
+            status: 201,
+            body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
+          };
+        });
+        return keyedAnswer(c, keyed);
+      },
+    );
+  }
+
   app.openapi(
     createRoute({
       method: "post",
-      path: "/operator/credits",
-      summary: "Credit a customer: an amount in major units, kept as integer minor units in the balance ledger and applied to the next invoices",
+      path: "/operator/invoices/{id}/credit-notes",
+      summary: "Issue a credit note on a paid invoice: refunded to the card through the payment provider, or credited to the customer's balance; never more than was paid",
+      description:
+        "DESIGN §6.10. 409 INVOICE_NOT_PAID for an invoice that is not paid; 409 CREDIT_EXCEEDS_PAID (details: amountPaidCents, amountRefundedCents, amountCreditedCents, remainingCents) when the notes would give back more than was paid; " +
+        "409 NO_PAYMENT_TO_REFUND for a refund to the card of an invoice no provider payment paid. The tax part is credited in proportion. " +
+        "A refund is asked of the provider with the key refund:<creditNoteId>; an unknown outcome answers the note with refundState pending, and billing asks again with the same key until it knows; a refusal is 402 REFUND_FAILED (nothing refunded). " +
+        "Retried with the same Idempotency-Key it answers the first note and refunds once.",
       security: security.anyCredential,
-      request: { headers: IdempotencyHeader, body: jsonBody(CreditInput) },
-      responses: { 201: jsonContent(CreditAnswer, "The credit and the balance after it"), ...errorResponses(401, 403, 404, 409, 422) },
+      request: { params: z.object({ id: pathId("id") }), headers: IdempotencyHeader, body: jsonBody(CreditNoteInput) },
+      responses: { 201: jsonContent(CreditNoteSchema, "The credit note"), ...errorResponses(400, 401, 402, 403, 404, 409, 422) },
     }),
     async (c) => {
       const caller = await requireOperator(c, ctx.credentials);
+      const id = c.req.valid("param").id;
       const input = c.req.valid("json");
-      const keyed = await ctx.idempotency.run({ caller: callerKey(caller), route: "/operator/credits", key: c.req.valid("header")["idempotency-key"], request: input }, async () => {
-        const result = await grantCredit(engine, input, actorOf(caller));
-        await auditRequest(c, engine, caller, { action: "credit.grant", targetType: "customer", targetId: input.customerId, before: result.before, after: { ...result.after, amountCents: result.amountCents } });
-        return {
-          status: 201,
-          body: { customerId: input.customerId, amountCents: result.amountCents, currency: result.currency, description: input.description, balanceCents: result.after.balanceCents },
-        };
-      });
+      const keyed = await ctx.idempotency.run(
+        { caller: callerKey(caller), route: "/operator/invoices/{id}/credit-notes", key: c.req.valid("header")["idempotency-key"], request: { id, ...input } },
+        async (requestKey) => {
+          const note = await issueCreditNote(engine, id, input, actorOf(caller), requestKey, ctx.logger);
+          await auditRequest(c, engine, caller, {
+            action: "credit_note.create",
+            targetType: "credit_note",
+            targetId: note.id,
+            after: { invoiceId: note.invoiceId, number: note.number, amountCents: note.amountCents, taxCents: note.taxCents, refundTo: note.refundTo, refundState: note.refundState, reason: note.reason },
+          });
+          return { status: 201, body: creditNoteJson(note) };
+        },
+      );
       return keyedAnswer(c, keyed);
     },
   );

@@ -102,6 +102,9 @@ export const InvoiceSchema = z
     totalCents: z.number().int(),
     amountDueCents: z.number().int(),
     amountPaidCents: z.number().int(),
+    amountRefundedCents: z.number().int().openapi({ description: "given back to the card by credit notes (DESIGN §6.10)" }),
+    amountCreditedCents: z.number().int().openapi({ description: "given back to the customer's balance by credit notes" }),
+    disputed: z.boolean().openapi({ description: "its payment was disputed at the provider" }),
     periodStart: Seconds,
     periodEnd: Seconds,
     createdAt: Seconds,
@@ -180,3 +183,26 @@ export const IdempotencyHeader = z.object({
     .optional()
     .openapi({ param: { name: "idempotency-key", in: "header" }, description: "Idempotency-Key: retries with the same key and body answer the first result and charge once (DESIGN §6.6)" }),
 });
+
+/** A credit note (DESIGN §6.10): what was given back on a paid invoice, to the card or to the balance. */
+export const CreditNoteSchema = z
+  .object({
+    id: z.string().openapi({ example: "cn_…" }),
+    number: z.string().openapi({ description: "<invoice number>-CN<n>" }),
+    invoiceId: z.string(),
+    customerId: z.string(),
+    amountCents: z.number().int().openapi({ description: "everything given back, tax included" }),
+    taxCents: z.number().int().openapi({ description: "the tax part, in proportion to the invoice's tax" }),
+    currency: z.string(),
+    reason: z.enum(["duplicate", "fraudulent", "order_change", "product_unsatisfactory", "external"]).openapi({ description: "external: a refund made at the payment provider itself" }),
+    refundTo: z.enum(["payment_method", "balance"]),
+    refundId: z.string().nullable().openapi({ description: "the provider's refund, once made" }),
+    refundState: z
+      .enum(["pending", "succeeded", "failed"])
+      .nullable()
+      .openapi({ description: "a refund to the card: pending until the provider's answer is known (billing asks again with the same key), then succeeded or failed; null for a balance note" }),
+    status: z.literal("issued"),
+    memo: z.string().nullable(),
+    createdAt: Seconds,
+  })
+  .openapi("CreditNote");

@@ -13,6 +13,8 @@ export const EVENT_TYPES = [
   "invoice.payment_pending",
   "invoice.marked_uncollectible",
   "invoice.voided",
+  "invoice.disputed",
+  "credit_note.created",
   "usage.threshold_reached",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -6,7 +6,7 @@ import { TEST_CARDS } from "../../src/provider/local.js";
 /**
  * A fake of the Stripe API, enough for billing's `stripe` provider and driven by the real SDK
  * (DESIGN §6.1): customers, PaymentMethods (Stripe's test tokens by name), SetupIntents,
- * PaymentIntents and Billing Portal sessions, with Stripe's idempotency rules (a repeated key
+ * PaymentIntents, Refunds and Billing Portal sessions, with Stripe's idempotency rules (a repeated key
  * replays the saved answer with `Idempotent-Replayed: true`, another body under the key is a 400
  * `idempotency_error`, a key still running is a 409) and faults on demand: no answer at all, a 500,
  * or a decline.
@@ -26,6 +26,15 @@ export interface FakeStripe {
    */
   fault(path: RegExp, kind: Fault, options?: { times?: number; when?: (params: Record<string, string>) => boolean }): void;
   clearFaults(): void;
+  /** Refunds as Stripe holds them: billing's (with its key and metadata) and those made outside it */
+  refunds(): { id: string; amount: number; paymentIntent: string; charge: string; idempotencyKey: string | null; metadata: Record<string, string> }[];
+  /**
+   * A refund made at Stripe itself (its dashboard), outside billing: answers the Refund, and the
+   * PaymentIntent's Charge as a `charge.refunded` event carries it (with its refunds listed or not).
+   */
+  refundOutside(paymentIntentId: string, amount: number): { refund: Record<string, unknown>; charge: (options?: { listRefunds?: boolean }) => Record<string, unknown> };
+  /** The Charge of a PaymentIntent as Stripe's events carry it (a dispute's `charge`), with its refunds listed. */
+  chargeOf(paymentIntentId: string): Record<string, unknown>;
   /** runs when a PaymentIntent was made, before its answer is sent (null: none): Stripe's event may come first */
   onPaymentIntent(hook: ((intent: Record<string, unknown>) => Promise<void>) | null): void;
   close(): Promise<void>;
@@ -72,6 +81,10 @@ export async function startFakeStripe(options: { now?: () => number } = {}): Pro
     string,
     { id: string; amount: number; currency: string; customer: string; status: string; latestCharge: string; idempotencyKey: string | null; metadata: Params; created: number; declineCode: string | null }
   >();
+  const refunds = new Map<
+    string,
+    { id: string; amount: number; currency: string; paymentIntent: string; charge: string; status: string; idempotencyKey: string | null; metadata: Params; created: number }
+  >();
   const saved = new Map<string, { hash: string; answer: Answer }>();
   const running = new Set<string>();
   const faults: { path: RegExp; kind: Fault; times: number; when?: (params: Params) => boolean }[] = [];
@@ -108,6 +121,45 @@ export async function startFakeStripe(options: { now?: () => number } = {}): Pro
     metadata: i.metadata,
     last_payment_error: i.declineCode ? { type: "card_error", code: "card_declined", decline_code: i.declineCode, message: "Your card was declined." } : null,
   });
+  const refundJson = (r: typeof refunds extends Map<string, infer V> ? V : never) => ({
+    id: r.id,
+    object: "refund",
+    amount: r.amount,
+    currency: r.currency,
+    charge: r.charge,
+    payment_intent: r.paymentIntent,
+    status: r.status,
+    metadata: r.metadata,
+    created: r.created,
+  });
+  const refundedOf = (intentId: string) => [...refunds.values()].filter((r) => r.paymentIntent === intentId && r.status === "succeeded").reduce((sum, r) => sum + r.amount, 0);
+  const chargeJson = (i: typeof intents extends Map<string, infer V> ? V : never, listRefunds = true) => ({
+    id: i.latestCharge,
+    object: "charge",
+    amount: i.amount,
+    amount_refunded: refundedOf(i.id),
+    currency: i.currency,
+    customer: i.customer,
+    payment_intent: i.id,
+    refunded: refundedOf(i.id) >= i.amount,
+    status: "succeeded",
+    ...(listRefunds && {
+      refunds: { object: "list", data: [...refunds.values()].filter((r) => r.paymentIntent === i.id).reverse().map(refundJson), has_more: false, url: `/v1/charges/${i.latestCharge}/refunds` },
+    }),
+  });
+  /** A refund of a PaymentIntent, as Stripe makes it: never more than is left of the payment. */
+  const makeRefund = (intentId: string, amount: number | undefined, metadata: Params, key: string | null): Answer => {
+    const intent = intents.get(intentId);
+    if (!intent) return missing("payment_intent", intentId, "payment_intent");
+    if (intent.status !== "succeeded") return error(400, "invalid_request_error", "This PaymentIntent does not have a successful charge to refund.", { code: "charge_not_refundable" });
+    const left = intent.amount - refundedOf(intent.id);
+    if (left <= 0) return error(400, "invalid_request_error", `Charge ${intent.latestCharge} has already been refunded.`, { code: "charge_already_refunded" });
+    const want = amount ?? left;
+    if (!(want > 0) || want > left) return error(400, "invalid_request_error", `Refund amount (${want}) is greater than unrefunded amount on charge (${left})`, { code: "amount_too_large", param: "amount" });
+    const refund = { id: id("re"), amount: want, currency: intent.currency, paymentIntent: intent.id, charge: intent.latestCharge, status: "succeeded", idempotencyKey: key, metadata, created: now() };
+    refunds.set(refund.id, refund);
+    return { status: 200, body: refundJson(refund) };
+  };
   const metadataOf = (params: Params) => Object.fromEntries(Object.entries(params).flatMap(([k, v]) => (k.startsWith("metadata[") ? [[k.slice(9, -1), v]] : [])));
 
   /** One API call; `declineNext` is a fault asking this PaymentIntent to be declined. */
@@ -214,6 +266,17 @@ export async function startFakeStripe(options: { now?: () => number } = {}): Pro
         .map(intentJson);
       return { status: 200, body: { object: "list", data, has_more: false, url: path } };
     }
+    if (method === "POST" && path === "/v1/refunds") {
+      return makeRefund(params.payment_intent ?? "", params.amount === undefined ? undefined : Number(params.amount), metadataOf(params), key);
+    }
+    if (method === "GET" && path === "/v1/refunds") {
+      // newest first, by PaymentIntent or by Charge
+      const data = [...refunds.values()]
+        .filter((r) => (params.payment_intent === undefined || r.paymentIntent === params.payment_intent) && (params.charge === undefined || r.charge === params.charge))
+        .reverse()
+        .map(refundJson);
+      return { status: 200, body: { object: "list", data, has_more: false, url: path } };
+    }
     return error(404, "invalid_request_error", `Unrecognized request URL (${method}: ${path}).`);
   }
 
@@ -290,6 +353,14 @@ export async function startFakeStripe(options: { now?: () => number } = {}): Pro
       [...intents.values()]
         .filter((i) => i.status === "succeeded")
         .map((i) => ({ id: i.id, amount: i.amount, customer: i.customer, idempotencyKey: i.idempotencyKey, invoiceId: i.metadata.core_invoice_id ?? null })),
+    refunds: () =>
+      [...refunds.values()].map((r) => ({ id: r.id, amount: r.amount, paymentIntent: r.paymentIntent, charge: r.charge, idempotencyKey: r.idempotencyKey, metadata: r.metadata })),
+    refundOutside: (paymentIntentId, amount) => {
+      const answer = makeRefund(paymentIntentId, amount, {}, null);
+      if (answer.status !== 200) throw new Error(`the fake refused the refund: ${JSON.stringify(answer.body)}`);
+      return { refund: answer.body as Record<string, unknown>, charge: (options = {}) => chargeJson(intents.get(paymentIntentId)!, options.listRefunds ?? true) };
+    },
+    chargeOf: (paymentIntentId) => chargeJson(intents.get(paymentIntentId)!),
     fault: (path, kind, options = {}) => faults.push({ path, kind, times: options.times ?? 1, when: options.when }),
     clearFaults: () => faults.splice(0, faults.length),
     onPaymentIntent: (hook) => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "@core/kit";
-import { PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider } from "../../src/provider/types.js";
+import { PaymentDeclined, type ChargeOutcome, type ChargeRequest, type PaymentMethodView, type PaymentProvider, type RefundRequest } from "../../src/provider/types.js";
 
 /** What a provider's test file hands the contract: the provider, a way to make customers it accepts, and its teardown. */
 export interface ContractSubject {
@@ -317,6 +317,71 @@ export function providerContract(name: string, setup: () => Promise<ContractSubj
         expect(before.filter((p) => p.invoiceId === paidRequest.invoiceId)).toEqual([]);
         const around = await provider.payments({ from: new Date(made - 1_000), to: new Date(made + 1_000) });
         expect(around.filter((p) => p.invoiceId === paidRequest.invoiceId)).toHaveLength(1);
+      });
+    });
+
+    describe("refund (DESIGN §6.10)", () => {
+      /** a paid charge of `amountCents` and a maker of refund requests against it, each a credit note of its own */
+      async function paidCharge(amountCents = 2900) {
+        const { customerId, card } = await customerWithCard();
+        const request = chargeOf(customerId, card.id, { amountCents });
+        const paymentId = paid(await provider.charge(request));
+        const refundOf = (cents: number, creditNoteId = `cn_${randomUUID().replaceAll("-", "")}`): RefundRequest => ({
+          creditNoteId,
+          invoiceId: request.invoiceId,
+          customerId,
+          paymentId,
+          amountCents: cents,
+          currency: "usd",
+          idempotencyKey: `refund:${creditNoteId}`,
+        });
+        return { refundOf };
+      }
+      const refunded = (outcome: Awaited<ReturnType<PaymentProvider["refund"]>>): string => {
+        if (outcome.status !== "succeeded") expect.fail(`expected a refund, got ${JSON.stringify(outcome)}`);
+        return outcome.refundId;
+      };
+
+      it("refunds part of a payment, then more of it under another key, up to what was paid and not a cent beyond", async () => {
+        const { refundOf } = await paidCharge(2900);
+        const first = refunded(await provider.refund(refundOf(1000)));
+        expect(first).toMatch(/^re_\w+$/);
+        const second = refunded(await provider.refund(refundOf(1500)));
+        expect(second).not.toBe(first);
+        // 400 is left: 401 is refused, nothing moves, and 400 still goes through
+        expect(await provider.refund(refundOf(401))).toMatchObject({ status: "failed", code: "amount_too_large" });
+        refunded(await provider.refund(refundOf(400)));
+        expect(await provider.refund(refundOf(1))).toMatchObject({ status: "failed" });
+      });
+
+      it("answers the same key with the first refund again and refunds once", async () => {
+        const { refundOf } = await paidCharge(2900);
+        const request = refundOf(2000);
+        const first = await provider.refund(request);
+        expect(await provider.refund(request)).toEqual(first);
+        expect(await provider.refund({ ...request })).toEqual(first);
+        // refunded once: the 900 left can still be refunded, which 2 × 2000 would not have left
+        refunded(await provider.refund(refundOf(900)));
+      });
+
+      it("refunds once when one key is sent many times at once", async () => {
+        const { refundOf } = await paidCharge(2900);
+        const request = refundOf(2000);
+        const outcomes = await Promise.all(Array.from({ length: 6 }, () => provider.refund(request)));
+        // each answer is the one refund, or (Stripe, while the first runs) unknown: never a second refund
+        const ids = new Set(outcomes.filter((o) => o.status === "succeeded").map(refunded));
+        expect(outcomes.every((o) => o.status === "succeeded" || o.status === "unknown")).toBe(true);
+        expect(ids.size).toBeLessThanOrEqual(1);
+        const settled = refunded(await provider.refund(request));
+        if (ids.size === 1) expect([...ids]).toEqual([settled]);
+        refunded(await provider.refund(refundOf(900)));
+        expect(await provider.refund(refundOf(1))).toMatchObject({ status: "failed" });
+      });
+
+      it("refuses, moving nothing, a refund of a payment it never made", async () => {
+        const { refundOf } = await paidCharge(2900);
+        expect(await provider.refund({ ...refundOf(100), paymentId: "pi_1NoSuchPaymentAnywhere" })).toMatchObject({ status: "failed", refundId: null });
+        refunded(await provider.refund(refundOf(2900)));
       });
     });
 
