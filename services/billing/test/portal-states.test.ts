@@ -289,7 +289,7 @@ describe.each(testDatabases())("the portal's states on $name", (database) => {
     expect(shown).toContain(`Usage beyond the plan so far:`);
   });
 
-  it("lists invoices in a table: each links its page, amounts right-aligned with separators, dates in UTC, and links the billing details form", async () => {
+  it("lists invoices in a table: each links its page and its PDF, amounts right-aligned with separators, dates in UTC, and links the billing details form", async () => {
     const { owner, invoice } = await b.upgraded("plan_scale");
     const path = await t.portalOf(owner);
     const html = await page(path);
@@ -298,6 +298,15 @@ describe.each(testDatabases())("the portal's states on $name", (database) => {
     expect(html).toContain(`<span class="status paid">Paid</span></td><td class="amount" data-label="Total">$499.00</td><td class="amount" data-label="Owed">—</td>`);
     expect(html).toContain(`href="${path}/details"`);
     expect((await b.app.request(`${path}/invoices/${invoice.id}`)).status).toBe(200);
+    // each row links its PDF under the portal session: the same file GET /invoices/{id}/pdf makes
+    expect(html).toContain(`<a href="${path}/invoices/${invoice.id}/pdf" aria-label="Invoice ${invoice.number} as PDF">PDF</a>`);
+    const pdf = await b.app.request(`${path}/invoices/${invoice.id}/pdf`);
+    expect(pdf.status).toBe(200);
+    expect(pdf.headers.get("content-type")).toBe("application/pdf");
+    expect(Buffer.from(await pdf.arrayBuffer()).subarray(0, 5).toString()).toBe("%PDF-");
+    // another customer's invoice is not there, through this session
+    const other = await b.upgraded("plan_starter");
+    expect((await b.app.request(`${path}/invoices/${other.invoice.id}/pdf`)).status).toBe(404);
   });
 });
 

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
+import { invoicePdf } from "../pdf.js";
 import { invoiceDocument, type InvoiceView } from "./invoice-document.js";
 
 /** Billing's pages: never cached, never framed, no script, forms only to ourselves (as IAM's). */
@@ -110,4 +111,12 @@ function InvoicePage(props: { invoice: InvoiceView }) {
 export async function renderInvoicePage(c: Context, invoice: InvoiceView) {
   for (const [name, value] of Object.entries(PAGE_HEADERS)) c.header(name, value);
   return c.html(html`<!DOCTYPE html>${<InvoicePage invoice={invoice} />}`, 200);
+}
+
+/** The invoice as a PDF (`GET /invoices/{id}/pdf` and the portal's link): the page's headers but its CSP, which browsers' PDF viewers may not run under. */
+export async function renderInvoicePdf(c: Context, invoice: InvoiceView) {
+  const pdf = await invoicePdf(invoice);
+  const name = (invoice.number ?? invoice.id).replace(/[^A-Za-z0-9-]/g, "");
+  const { "content-security-policy": _csp, ...headers } = PAGE_HEADERS;
+  return c.body(new Uint8Array(pdf), 200, { ...headers, "content-type": "application/pdf", "content-disposition": `inline; filename="invoice-${name}.pdf"` });
 }

@@ -442,6 +442,9 @@ function PortalPage(props: { view: PortalView; alert: Alert }) {
                         {i.status === "open" || i.status === "uncollectible" ? money(i.amountDueCents) : "—"}
                       </td>
                       <td class="actions">
+                        <a href={`${v.base}/invoices/${i.id}/pdf`} aria-label={`Invoice ${name} as PDF`}>
+                          PDF
+                        </a>
                         {owed && !featured.has(i.id) ? <PayForm v={v} invoice={i} label={`Pay ${money(i.amountDueCents)}`} /> : null}
                       </td>
                     </tr>

@@ -8,8 +8,7 @@ import { creditNoteJson, creditNotesOf } from "../credit-notes.js";
 import type { InvoiceRow } from "../db/schema.js";
 import { invoiceById, listInvoices } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
-import { PAGE_HEADERS, renderInvoicePage } from "../pages/invoice.js";
-import { invoicePdf } from "../pdf.js";
+import { renderInvoicePage, renderInvoicePdf } from "../pages/invoice.js";
 import { upcomingInvoice } from "../upcoming.js";
 import { bothPrefixes } from "./answers.js";
 import { CreditNoteSchema, InvoiceSchema, pathId, platformQuery, UpcomingInvoiceSchema } from "./schemas.js";
@@ -159,15 +158,7 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
         const away = await browserAccess(c);
         if (away) return away;
         const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
-        const pdf = await invoicePdf(invoiceJson(row, await linesOf(db, row.id)));
-        const name = (row.number ?? row.id).replace(/[^A-Za-z0-9-]/g, "");
-        // the page's headers but its CSP, which browsers' PDF viewers may not run under
-        const { "content-security-policy": _csp, ...headers } = PAGE_HEADERS;
-        return c.body(new Uint8Array(pdf), 200, {
-          ...headers,
-          "content-type": "application/pdf",
-          "content-disposition": `inline; filename="invoice-${name}.pdf"`,
-        });
+        return renderInvoicePdf(c, invoiceJson(row, await linesOf(db, row.id)));
       },
     );
   }

@@ -9,7 +9,7 @@ import { PaymentPending } from "../collection.js";
 import { atProvider, customerOfPlatform, detachCard, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
 import { finalizedInvoiceOf } from "../invoices.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
-import { renderInvoicePage } from "../pages/invoice.js";
+import { renderInvoicePage, renderInvoicePdf } from "../pages/invoice.js";
 import { renderChange, renderMessage, renderPortal, type Alert } from "../pages/portal.js";
 import { PAID_TIERS, type PaidTier } from "../plans.js";
 import { payInvoice } from "../operator.js";
@@ -293,5 +293,14 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
     const row = await finalizedInvoiceOf(engine.db, session.platformId, c.req.param("invoiceId"));
     if (!row) return renderMessage(c, { title: "Invoice not found", text: "There is no such invoice on this account.", returnUrl: `/portal/${session.id}` }, 404);
     return renderInvoicePage(c, invoiceJson(row, await linesOf(engine.db, row.id)));
+  });
+
+  // the same PDF as GET /invoices/{id}/pdf, opened with the portal session
+  app.get("/portal/:id/invoices/:invoiceId/pdf", async (c) => {
+    const session = await sessionOf(c);
+    if (session instanceof Response) return session;
+    const row = await finalizedInvoiceOf(engine.db, session.platformId, c.req.param("invoiceId"));
+    if (!row) return renderMessage(c, { title: "Invoice not found", text: "There is no such invoice on this account.", returnUrl: `/portal/${session.id}` }, 404);
+    return renderInvoicePdf(c, invoiceJson(row, await linesOf(engine.db, row.id)));
   });
 }
