@@ -5,6 +5,8 @@ export interface IamConfig {
   registryUrl: string;
   authSecret: string;
   trustedOrigins: string[];
+  /** where the sign-in pages may send a browser back to besides IAM's own paths: billing's invoice and portal pages (DESIGN §6.11), and the trusted origins */
+  returnOrigins: string[];
   secureCookies: boolean;
   sessionSeconds: number;
   /** an organization set-up interrupted this long ago is finished or rolled back (longer than any set-up request runs) */
@@ -54,6 +56,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     registryUrl: common.url("platform-registry"),
     authSecret,
     trustedOrigins: [new URL(iamUrl).origin, ...extraOrigins],
+    returnOrigins: [...new Set([new URL(iamUrl).origin, new URL(common.url("billing")).origin, ...extraOrigins])],
     secureCookies: !isLocal(iamUrl),
     sessionSeconds: positiveIntEnv(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
     orgSetupRecoveryMs: orgSetupRecoverySeconds(env) * 1000,

@@ -171,6 +171,39 @@ describe.each(testDatabases())("sign-in, sign-up and sign-out pages on $name", (
   });
 
   describe("POST /sign-in/magic-link", () => {
+    it("goes back to billing's page after signing in, and refuses other origins and credentials in the address", async () => {
+      // billing sends a browser without a session here with its invoice page as next (DESIGN §6.11)
+      const back = "http://localhost:4200/invoices/in_1/html?platformId=plt_1";
+      const ada = await signUp(iam);
+      const browser = new PageBrowser(iam);
+      const page = await browser.get(`/sign-in?next=${encodeURIComponent(back)}`);
+      expect(hiddenFields(page.html, "/sign-in").next).toBe(back);
+      const r = await browser.post("/sign-in", { ...hiddenFields(page.html, "/sign-in"), email: ada.email, password: PASSWORD });
+      expect(r.status).toBe(303);
+      expect(r.location).toBe(back);
+      // a signed-in visitor is sent on at once
+      expect((await new PageBrowser(iam, ada.cookie).get(`/sign-in?next=${encodeURIComponent(back)}`)).location).toBe(back);
+      for (const next of ["http://localhost:4300/", "http://user:pw@localhost:4200/", "https://localhost:4200/", "http://localhost:4200/\\evil"]) {
+        const stranger = new PageBrowser(iam);
+        const fields = { ...hiddenFields((await stranger.get("/sign-in")).html, "/sign-in"), email: ada.email, password: PASSWORD, next };
+        expect((await stranger.post("/sign-in", fields)).location, next).toBe("/");
+      }
+    });
+
+    it("emails a link that signs in and goes back to billing's page through the sign-in page", async () => {
+      const back = "http://localhost:4200/portal/open?platformId=plt_1";
+      const ada = await signUp(iam);
+      const browser = new PageBrowser(iam);
+      await browser.submit(`/sign-in?next=${encodeURIComponent(back)}`, "/sign-in/magic-link", { email: ada.email });
+      const mail = iam.mailer.sent.findLast((m) => m.to === ada.email)!;
+      const link = new URL(mail.text.match(/https?:\/\/\S+/)![0]);
+      const verified = await browser.get(link.pathname + link.search);
+      expect(verified.status).toBe(302);
+      const landing = new URL(verified.location!, iam.config.iamUrl);
+      expect(landing.pathname + landing.search).toBe(`/sign-in?next=${encodeURIComponent(back)}`);
+      expect((await browser.get(landing.pathname + landing.search)).location).toBe(back);
+    });
+
     it("emails a link that signs in and lands on next", async () => {
       const ada = await signUp(iam);
       const browser = new PageBrowser(iam);

@@ -99,7 +99,8 @@ async function formOf(c: Context): Promise<Form> {
  * Where to go after signing in: a path on this site only (no `//host`, no backslashes, no control
  * characters, no encoded slashes that a later decode turns into another host), else null.
  */
-export function safeNext(value: string | undefined | null): string | null {
+export function safeNext(value: string | undefined | null, returnOrigins: readonly string[] = []): string | null {
+  if (value && /^https?:\/\//i.test(value)) return trustedReturn(value, returnOrigins);
   if (!value || value.length > 1024 || !value.startsWith("/") || value.startsWith("//")) return null;
   if (value.includes("\\") || /[\u0000-\u001f\u007f]/.test(value)) return null;
   const path = value.split(/[?#]/)[0]!;
@@ -111,6 +112,26 @@ export function safeNext(value: string | undefined | null): string | null {
     return null;
   }
 }
+
+/**
+ * An absolute way back, to another of our services (billing's invoice page, its portal entry): only
+ * to an origin IAM was told of (`returnOrigins`), never with credentials in it, and as the URL parses.
+ */
+function trustedReturn(value: string, returnOrigins: readonly string[]): string | null {
+  if (value.length > 1024 || /[\u0000-\u001f\u007f\\]/.test(value)) return null;
+  try {
+    const url = new URL(value);
+    return returnOrigins.includes(url.origin) && !url.username && !url.password ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What the auth library gets as a magic link's callback: it allows IAM's own paths, so a way back to
+ * another service goes through the sign-in page, which sends a signed-in browser on to it.
+ */
+export const libraryCallback = (next: string) => (next.startsWith("/") ? next : `/sign-in?next=${encodeURIComponent(next)}`);
 
 /** The sign-in page, coming back to `next` afterwards. */
 export const signInAddress = (next: string) => `/sign-in?next=${encodeURIComponent(next)}`;

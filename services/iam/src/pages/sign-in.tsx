@@ -5,7 +5,7 @@ import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
-import { browserForm, isSignedIn, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
+import { browserForm, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
 
 type Notice = { kind: "error" | "success" | "info"; text: string } | null;
 
@@ -116,7 +116,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
   app.get(
     "/sign-in",
     page(ctx, async (c) => {
-      const next = safeNext(c.req.query("next"));
+      const next = safeNext(c.req.query("next"), ctx.config.returnOrigins);
       if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/", 302);
       const notice: Notice = c.req.query("signed_out")
         ? { kind: "success", text: "You are signed out." }
@@ -133,7 +133,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-in",
     page(ctx, async (c) => {
       const form = await browserForm(c, ctx);
-      const next = safeNext(form.next);
+      const next = safeNext(form.next, ctx.config.returnOrigins);
       const email = text(form.email, 320);
       const password = form.password ?? "";
       const again = (status: 400 | 401 | 403 | 422 | 429 | 500, error: string) => render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} passwordError={error} />, status);
@@ -148,13 +148,13 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-in/magic-link",
     page(ctx, async (c) => {
       const form = await browserForm(c, ctx);
-      const next = safeNext(form.next);
+      const next = safeNext(form.next, ctx.config.returnOrigins);
       const email = text(form.email, 320);
       if (!email) return render(c, <SignInPage csrf={browserCsrf(c, ctx)} next={next} linkError="Enter your email address." />, 400);
       const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/magic-link", {
         email,
-        callbackURL: next ?? "/",
-        newUserCallbackURL: next ?? "/onboarding",
+        callbackURL: next ? libraryCallback(next) : "/",
+        newUserCallbackURL: next ? libraryCallback(next) : "/onboarding",
         errorCallbackURL: next ? `/sign-in?next=${encodeURIComponent(next)}` : "/sign-in",
       });
       if (!answer.ok) {
@@ -179,7 +179,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
   app.get(
     "/sign-up",
     page(ctx, async (c) => {
-      const next = safeNext(c.req.query("next"));
+      const next = safeNext(c.req.query("next"), ctx.config.returnOrigins);
       if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/", 302);
       return render(c, <SignUpPage csrf={browserCsrf(c, ctx)} next={next} />);
     }),
@@ -189,7 +189,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
     "/sign-up",
     page(ctx, async (c) => {
       const form = await browserForm(c, ctx);
-      const next = safeNext(form.next);
+      const next = safeNext(form.next, ctx.config.returnOrigins);
       const name = text(form.name, 100);
       const email = text(form.email, 320);
       const password = form.password ?? "";

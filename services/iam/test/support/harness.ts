@@ -33,6 +33,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     registryUrl: "http://127.0.0.1:1",
     authSecret: TEST_SECRET,
     trustedOrigins: ["http://localhost:4100"],
+    returnOrigins: ["http://localhost:4100", "http://localhost:4200"],
     secureCookies: false,
     sessionSeconds: 3600,
     orgSetupRecoveryMs: 60_000,
