@@ -306,7 +306,9 @@ describe.skipIf(!hasChromium)("the customer portal in a real browser (Chromium)"
     expect(await page.getByRole("status").innerText()).toBe("Your plan continues.");
 
     const invoices = page.locator("section[aria-labelledby=invoices] a");
-    expect(await invoices.count()).toBe(2);
+    // each of the two invoices links its page and its PDF
+    expect(await invoices.count()).toBe(4);
+    expect(await page.locator("section[aria-labelledby=invoices] a", { hasText: "PDF" }).count()).toBe(2);
     await invoices.first().click();
     expect(await heading(page)).toMatch(/^Invoice [A-Z0-9]{8}-0002$/);
     await look(page, "billing-portal-06-invoice");
