@@ -13,11 +13,12 @@ export interface TestDatabase {
 /**
  * The databases every database test runs on (DESIGN §9): PGlite in memory always, and PostgreSQL
  * when `TEST_DATABASE_URL` is set. Under CI a missing `TEST_DATABASE_URL` is an error, so a
- * PostgreSQL suite can never be skipped silently.
+ * PostgreSQL suite can never be skipped silently; `TEST_DATABASES=pglite` says it on purpose (CI's
+ * second runtime, which checks the runtime, not the database).
  */
 export function testDatabases(): TestDatabase[] {
-  const url = process.env.TEST_DATABASE_URL;
-  if (!url && process.env.CI) {
+  const url = process.env.TEST_DATABASES === "pglite" ? undefined : process.env.TEST_DATABASE_URL;
+  if (!url && process.env.CI && process.env.TEST_DATABASES !== "pglite") {
     throw new Error("CI is set but TEST_DATABASE_URL is not: the PostgreSQL suites would be skipped");
   }
   const list: TestDatabase[] = [{ name: "pglite", open: () => openDatabase({}) }];
