@@ -28,6 +28,18 @@ export function mailConfig(common: Pick<CommonConfig, "dataDir">, env: NodeJS.Pr
   return { smtpUrl: env.SMTP_URL || undefined, from: env.CORE_MAIL_FROM || "Core <no-reply@localhost>", outboxDir: join(common.dataDir, "outbox") };
 }
 
+/** The last outbox file name's time in this process (milliseconds). */
+let lastStamp = 0;
+
+/**
+ * An outbox file name's time: the wall clock, moved on a millisecond when mails come faster, so the
+ * folder lists in the order the mails were written (`ls`, `tail -1`) and no two share a name.
+ */
+function outboxStamp(): string {
+  lastStamp = Math.max(Date.now(), lastStamp + 1);
+  return new Date(lastStamp).toISOString().replace(/[:.]/g, "-");
+}
+
 /**
  * Mail of every service (IAM's magic links and invitations, billing's usage alerts): SMTP when
  * `SMTP_URL` is set (nodemailer), otherwise each message goes to `CORE_DATA_DIR/outbox/` so a
@@ -48,9 +60,9 @@ export function createMailer(options: { smtpUrl?: string; from: string; outboxDi
     async send(mail) {
       mkdirSync(options.outboxDir, { recursive: true, mode: 0o700 });
       const safeTo = mail.to.replace(/[^a-zA-Z0-9@._-]/g, "_");
-      const stem = join(options.outboxDir, `${new Date().toISOString().replace(/[:.]/g, "-")}-${safeTo}`);
+      const stem = join(options.outboxDir, `${outboxStamp()}-${safeTo}`);
       const body = `From: ${options.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n`;
-      // two mails to one address in one millisecond (a receipt and an alert, two replicas) each get a file: never overwritten
+      // two processes writing to one address in one millisecond (two replicas) each get a file: never overwritten
       let file = `${stem}.txt`;
       for (let n = 2; ; n++) {
         try {

@@ -57,6 +57,16 @@ describe("mailer over SMTP (SMTP_URL)", () => {
 });
 
 describe("mailer without SMTP (the outbox)", () => {
+  it("names outbox files so the folder lists mails in the order they were written, however fast they come", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "core-outbox-")), "outbox");
+    const mailer = createMailer({ from: "Core <no-reply@localhost>", outboxDir: dir, logger: capturedLogger().logger });
+    for (let n = 1; n <= 20; n++) await mailer.send({ to: "bob@example.com", subject: `Mail ${n}`, text: "." });
+    const subjects = readdirSync(dir)
+      .sort()
+      .map((name) => /^Subject: (.*)$/m.exec(readFileSync(join(dir, name), "utf8"))![1]);
+    expect(subjects).toEqual(Array.from({ length: 20 }, (_, i) => `Mail ${i + 1}`));
+  });
+
   it("writes each message to the outbox with mode 0600 and logs the file, not the link", async () => {
     const dir = join(mkdtempSync(join(tmpdir(), "core-outbox-")), "outbox");
     const { logger, lines } = capturedLogger();
