@@ -295,7 +295,8 @@ describe.concurrent("core billing: resume, cards, portal, upcoming, one invoice 
       const stdout = succeeded(await billing(ada, ["invoices", "show", first.id]));
       const lines = stdout.trimEnd().split("\n");
       expect(lines[0]).toMatch(new RegExp(`^Invoice ${escape(first.number)} \\(${first.id}\\): paid on ${UTC_MINUTE}$`));
-      expect(stdout).toContain(`  to:      ${ada.email}\n`);
+      // the buyer is named from the start: the platform's name, then the address
+      expect(stdout).toMatch(new RegExp(`\n {2}to: {6}\\S.* <${escape(ada.email)}>\n`));
       expect(stdout).toMatch(/\n {2}period: {2}\d{4}-\d\d-\d\d → \d{4}-\d\d-\d\d\n/);
       expect(stdout).toMatch(/\nDESCRIPTION +QTY +UNIT PRICE +AMOUNT\n/);
       const line = first.lines[0];

@@ -12,7 +12,7 @@ export interface PlatformScope {
 
 /** Knows whether a platform exists, by asking the platform registry (with a service token), cached. */
 export class PlatformDirectory {
-  private readonly known = new TtlCache<boolean>(10_000);
+  private readonly known = new TtlCache<{ name: string | null } | null>(10_000);
 
   constructor(
     private readonly registryUrl: string,
@@ -22,6 +22,23 @@ export class PlatformDirectory {
 
   /** `from`: the trace of the request that asks (DESIGN §10); without it the lookup starts a trace of its own */
   async exists(platformId: string, from: TraceSource = tracingFor("billing")): Promise<boolean> {
+    return (await this.lookup(platformId, from)) !== null;
+  }
+
+  /**
+   * The platform's name in the registry (its organization's, as set up), the buyer's name on its
+   * invoices until the tenant gives billing details (DESIGN §6.11). Null when the registry has no
+   * name for it or cannot be asked: a name is worth no failed request.
+   */
+  async nameOf(platformId: string, from: TraceSource = tracingFor("billing")): Promise<string | null> {
+    try {
+      return (await this.lookup(platformId, from))?.name ?? null;
+    } catch {
+      return null;
+    }
+  }
+
+  private async lookup(platformId: string, from: TraceSource): Promise<{ name: string | null } | null> {
     const hit = this.known.get(platformId);
     if (hit !== undefined) return hit;
     let response: Response;
@@ -37,13 +54,16 @@ export class PlatformDirectory {
       if (err instanceof ApiError) throw err;
       throw serviceUnreachable("The platform registry");
     }
-    await response.body?.cancel();
-    if (response.status !== 200 && response.status !== 404 && response.status !== 400) {
-      throw serviceUnavailable("The platform registry", response);
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      if (response.status !== 404 && response.status !== 400) throw serviceUnavailable("The platform registry", response);
+      this.known.set(platformId, null, 5_000);
+      return null;
     }
-    const exists = response.status === 200;
-    this.known.set(platformId, exists, exists ? 300_000 : 5_000);
-    return exists;
+    const body = (await response.json().catch(() => null)) as { name?: unknown } | null;
+    const found = { name: typeof body?.name === "string" && body.name.trim() ? body.name.trim() : null };
+    this.known.set(platformId, found, 300_000);
+    return found;
   }
 
   /**

@@ -62,6 +62,8 @@ export async function upgrade(
     requestKey: string;
     quantity?: number;
     metadata?: Record<string, unknown>;
+    /** the buyer's name a new customer starts with (the platform's, from the registry), until billing details give one */
+    customerName?: string | null;
   },
 ): Promise<{ subscription: SubscriptionRow; invoice: InvoiceRow }> {
   const quantity = input.quantity ?? 1;
@@ -80,7 +82,7 @@ export async function upgrade(
       if (subscription.tier !== "free") throw conflict("ALREADY_SUBSCRIBED", `The platform is on ${subscription.tier} already: use POST /subscription/change-tier`);
       const customer = await atProvider(
         engine,
-        await ensurePlatformCustomer(engine.db, now, { platformId: input.platformId, userId: input.userId, email: input.billingEmail, currency: engine.catalogue.currency }),
+        await ensurePlatformCustomer(engine.db, now, { platformId: input.platformId, userId: input.userId, email: input.billingEmail, name: input.customerName ?? null, currency: engine.catalogue.currency }),
       );
       // a retry of this request attaches nothing new: its charge must carry the first try's card
       const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });

@@ -265,10 +265,12 @@ export async function ensurePlatformCustomer(db: Db, now: Date, input: NewCustom
   const existing = await customerOfPlatform(db, input.platformId);
   if (existing) {
     const email = input.email.toLowerCase();
-    if (existing.email === email && (!input.userId || existing.userId === input.userId)) return existing;
+    // a customer made before it had a name (or by a path that had none) takes the platform's now
+    const name = existing.name ?? input.name ?? null;
+    if (existing.email === email && (!input.userId || existing.userId === input.userId) && name === existing.name) return existing;
     const [row] = await db
       .update(customers)
-      .set({ email, userId: existing.userId ?? input.userId ?? null, updatedAt: now })
+      .set({ email, name, userId: existing.userId ?? input.userId ?? null, updatedAt: now })
       .where(eq(customers.id, existing.id))
       .returning();
     return row!;

@@ -59,6 +59,18 @@ describe.each(testDatabases())("invoices a business can file on $name (DESIGN §
     return { platformId, owner, customer: set.body, invoice: up.body.invoice };
   }
 
+  it("names the buyer from the start: the platform's name (its organization's) until billing details give another", async () => {
+    const { platformId, owner, invoice } = await b.upgraded();
+    const platformName = ((await b.platformOf(platformId)) as unknown as { name: string }).name;
+    expect(platformName).toMatch(/^Platform /);
+    expect(invoice.customerSnapshot).toMatchObject({ email: "billing@example.com", name: platformName });
+    const customer = await b.call("GET", "/api/billing/customer", { headers: owner });
+    expect(customer.body.name).toBe(platformName);
+    // a name the tenant gives wins, and the next invoice carries it
+    expect((await b.call("PATCH", "/api/billing/customer", { headers: owner, body: { name: "Lin Labs GmbH" } })).status).toBe(200);
+    expect((await b.call("GET", "/api/billing/customer", { headers: owner })).body.name).toBe("Lin Labs GmbH");
+  });
+
   it("a German customer's invoice: seller, buyer with address and VAT id, 19% on the stated base, quantity and unit price on each line", async () => {
     const { platformId, owner, invoice } = await billed({ name: "Müller Software GmbH", address: berlin, taxIds: [{ type: "eu_vat", value: "DE 811 907 980" }] });
     expect(invoice).toMatchObject({

@@ -255,5 +255,6 @@ export async function platformCustomer(ctx: BillingContext, scope: Awaited<Retur
     throw conflict("NO_CUSTOMER", "The platform has no billing customer yet: its first upgrade makes one");
   }
   const principal = scope.caller.principal;
-  return atProvider(engine, await ensurePlatformCustomer(engine.db, await engine.time.now(), { platformId: scope.platformId, userId: principal.userId, email: principal.email, currency: engine.catalogue.currency }));
+  const name = await ctx.platforms.nameOf(scope.platformId);
+  return atProvider(engine, await ensurePlatformCustomer(engine.db, await engine.time.now(), { platformId: scope.platformId, userId: principal.userId, email: principal.email, name, currency: engine.catalogue.currency }));
 }

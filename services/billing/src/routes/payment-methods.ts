@@ -78,6 +78,7 @@ async function customerToHoldCards(ctx: BillingContext, scope: PlatformScope): P
       platformId: scope.platformId,
       userId: scope.caller.principal.userId,
       email: scope.caller.principal.email,
+      name: await ctx.platforms.nameOf(scope.platformId),
       currency: engine.catalogue.currency,
     }),
   );

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, traceOf, type ServiceApp } from "@core/kit";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
@@ -80,7 +80,13 @@ export function portalRoutes(app: ServiceApp, ctx: BillingContext) {
           }
           customer = await atProvider(
             engine,
-            await ensurePlatformCustomer(engine.db, now, { platformId: scope.platformId, userId: scope.caller.principal.userId, email: scope.caller.principal.email, currency: engine.catalogue.currency }),
+            await ensurePlatformCustomer(engine.db, now, {
+              platformId: scope.platformId,
+              userId: scope.caller.principal.userId,
+              email: scope.caller.principal.email,
+              name: await ctx.platforms.nameOf(scope.platformId, traceOf(c)),
+              currency: engine.catalogue.currency,
+            }),
           );
         }
         return c.json(await engine.provider.createPortalSession({ customerId: customer.id, platformId: scope.platformId, returnUrl: c.req.valid("json").returnUrl }), 201);

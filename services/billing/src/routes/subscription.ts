@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, type ServiceApp } from "@core/kit";
+import { ApiError, conflict, errorResponses, jsonBody, jsonContent, security, traceOf, type ServiceApp } from "@core/kit";
 import { callerKey, platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { cancelAtPeriodEnd, changePlan, previewJson, previewTierChange, upgrade } from "../changes.js";
@@ -189,7 +189,8 @@ export function platformSubscriptionRoutes(app: ServiceApp, ctx: BillingContext)
       const keyed = await ctx.idempotency.run(
         { caller: callerKey(scope.caller), route: "/upgrade", key: input.idempotencyKey, request: { ...input, platformId: scope.platformId } },
         async (requestKey) => {
-          const result = await upgrade(engine, { platformId: scope.platformId, userId, ...input, requestKey });
+          const customerName = await ctx.platforms.nameOf(scope.platformId, traceOf(c));
+          const result = await upgrade(engine, { platformId: scope.platformId, userId, ...input, requestKey, customerName });
           return { status: 200, body: { subscription: subscriptionJson(result.subscription), invoice: await invoiceOut(result.invoice) } };
         },
       );
