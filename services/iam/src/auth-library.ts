@@ -103,6 +103,8 @@ async function withErrorBody(c: Context, deps: LibraryDeps, response: Response):
     deps.logger.error({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
   }
+  // the library's own media-type refusal, in our envelope as the kit's is (DESIGN §3)
+  if (response.status === 415) return errorResponse(c, new ApiError(415, "UNSUPPORTED_MEDIA_TYPE", "Request bodies must be JSON (Content-Type: application/json)"));
   const text = await response.clone().text();
   if (text.trim() !== "") return response;
   const code = EMPTY_ERROR_CODES[response.status] ?? "REFUSED";

@@ -150,6 +150,38 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       expect(r.body.members).toHaveLength(1);
     });
 
+    it("signs out a POST without any body (the body is optional), and answers a body that is not JSON with our 415 envelope", async () => {
+      const ada = await signUp(iam);
+      // over real HTTP, as a client sends it: no Content-Type, Content-Length 0
+      const server = await listen(iam.app, 0, "127.0.0.1");
+      try {
+        const bare = await fetch(`${server.url}/api/auth/sign-out`, { method: "POST", headers: { authorization: `Bearer ${ada.token}` } });
+        expect(bare.status).toBe(200);
+        expect(await bare.json()).toEqual({ success: true });
+      } finally {
+        await server.close();
+      }
+      expect((await validate(ada.token)).body).toEqual({ valid: false });
+      const bob = await signUp(iam);
+      const typed = await call(iam, "POST", "/api/auth/sign-out", { token: bob.token, headers: { "content-type": "text/plain" }, body: "x" });
+      expect(typed.status).toBe(415);
+      expect(typed.body.error).toMatchObject({ code: "UNSUPPORTED_MEDIA_TYPE", requestId: expect.any(String) });
+      expect((await validate(bob.token)).body.valid).toBe(true);
+    });
+
+    it.each([
+      ["an object", { a: 1 }],
+      ["a number", 7],
+      ["a 2049-character address", `https://example.com/${"a".repeat(2029)}`],
+    ])("refuses update-user's image as %s with 400 and keeps the image it had", async (_, image) => {
+      const ada = await signUp(iam);
+      expect((await call(iam, "POST", "/api/auth/update-user", { token: ada.token, headers: { origin: iam.origin }, body: { image: "https://example.com/a.png" } })).status).toBe(200);
+      const r = await call(iam, "POST", "/api/auth/update-user", { token: ada.token, headers: { origin: iam.origin }, body: { image } });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: "VALIDATION_ERROR", details: [expect.objectContaining({ path: "image" })] });
+      expect((await call(iam, "GET", "/api/auth/get-session", { token: ada.token })).body.user.image).toBe("https://example.com/a.png");
+    });
+
     it("bounds the name of update-user too", async () => {
       const ada = await signUp(iam);
       const r = await call(iam, "POST", "/api/auth/update-user", { token: ada.token, headers: { origin: iam.origin }, body: { name: "n".repeat(101) } });

@@ -17,7 +17,8 @@ import { ProfileName } from "./schemas.js";
  */
 export const LIBRARY_BOUNDS: Record<string, z.ZodObject> = {
   "/sign-up/email": z.looseObject({ name: ProfileName, email: z.string().max(320) }),
-  "/update-user": z.looseObject({ name: ProfileName.optional() }),
+  // the library keeps whatever `image` is as text ("[object Object]"): only an address, or null, is kept
+  "/update-user": z.looseObject({ name: ProfileName.optional(), image: z.string().max(2048).nullable().optional() }),
   "/sign-in/magic-link": z.looseObject({ email: z.string().max(320), name: ProfileName.optional() }),
 };
 
@@ -107,8 +108,23 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
       }
       if (body && memberChange) await keepAManagerThrough(c, ctx, body, memberChange);
     }
-    return callAuthLibrary(c, ctx, await rawRequestOf(c));
+    return callAuthLibrary(c, ctx, await libraryRequestOf(c));
   });
+}
+
+/**
+ * The request as the library gets it. A POST with no body at all (sign-out, which the description
+ * says takes an optional body) is sent as `{}`: the library wants JSON even where it reads nothing.
+ */
+async function libraryRequestOf(c: Context): Promise<Request> {
+  const raw = await rawRequestOf(c);
+  const length = c.req.header("content-length");
+  const bodiless = length === "0" || (length === undefined && c.req.header("transfer-encoding") === undefined);
+  if (raw.method !== "POST" || c.req.header("content-type") !== undefined || !bodiless) return raw;
+  const headers = new Headers(raw.headers);
+  headers.set("content-type", "application/json");
+  headers.delete("content-length");
+  return new Request(raw.url, { method: "POST", headers, body: "{}", signal: raw.signal });
 }
 
 async function keepAManagerThrough(c: Context, ctx: IamContext, body: Record<string, unknown>, changeOf: (typeof MEMBER_CHANGES)[string]) {
