@@ -43,6 +43,7 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
     library ??= (auth.api as unknown as { generateOpenAPISchema(): Promise<Json> }).generateOpenAPISchema();
     const { paths, components } = renamed((await library) as { paths: Record<string, Record<string, Operation>>; components: { schemas: Json } });
     const target = document as unknown as { paths: Record<string, unknown>; components: { schemas: Json } };
+    answersNull(components.schemas);
     target.components.schemas = {
       ...target.components.schemas,
       ...components.schemas,
@@ -88,6 +89,44 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
   },
 };
 
+/**
+ * Where the library's description says less than its routes answer (issue 28: a description says
+ * what the server does). Fields it leaves null: a session without an active organization, an
+ * organization without a logo.
+ */
+function answersNull(schemas: Json): void {
+  for (const [schema, field] of [
+    ["AuthSession", "activeOrganizationId"],
+    ["AuthOrganization", "logo"],
+  ] as const) {
+    const property = ((schemas[schema] as Json | undefined)?.properties as Record<string, Json> | undefined)?.[field];
+    if (property && typeof property.type === "string") property.type = [property.type, "null"];
+  }
+}
+
+/** Routes that answer `null` (200) when the session has no active organization, or `set-active` is given none. */
+const NULL_WITHOUT_ORGANIZATION = new Set(["/organization/get-organization", "/organization/get-full-organization", "/organization/set-active"]);
+
+/**
+ * The API key routes answer a key's owner as `referenceId` (a user's id, or an organization's for an
+ * organization's key) and its `configId`, where the library's description says `userId`.
+ */
+function keyOwnerAsAnswered(schema: Json | undefined): void {
+  if (!schema || typeof schema !== "object") return;
+  const properties = schema.properties as Record<string, Json> | undefined;
+  if (properties?.userId && !properties.referenceId) {
+    const { userId: _userId, ...rest } = properties;
+    schema.properties = {
+      ...rest,
+      referenceId: { type: "string", description: "The key's owner: the user's id, or the organization's for an organization's key" },
+      configId: { type: "string", description: "The key configuration it was made with" },
+    };
+    if (Array.isArray(schema.required)) schema.required = (schema.required as string[]).map((name) => (name === "userId" ? "referenceId" : name));
+  }
+  for (const nested of Object.values((schema.properties ?? {}) as Record<string, Json>)) keyOwnerAsAnswered(nested);
+  keyOwnerAsAnswered(schema.items as Json | undefined);
+}
+
 const LIBRARY_ERROR_SCHEMA = {
   type: "object",
   description: "The auth library's own error body (spec §4.2: its routes keep its shapes)",
@@ -102,6 +141,12 @@ function describeOperation(path: string, operation: Operation): void {
   const responses = Object.fromEntries(Object.entries(operation.responses ?? {}).filter(([status]) => Number(status) < 400));
   // some routes say nothing of their success: it is the library's JSON answer
   if (!Object.keys(responses).some((status) => status.startsWith("2"))) responses["200"] = { description: "The library's answer" };
+  const success = (responses["200"] as { content?: { "application/json"?: { schema?: Json } } } | undefined)?.content?.["application/json"];
+  if (success?.schema && NULL_WITHOUT_ORGANIZATION.has(path)) {
+    const { description, ...organization } = success.schema;
+    success.schema = { description: `${String(description ?? "The organization")}, or null when the session has no active organization`, anyOf: [organization, { type: "null" }] };
+  }
+  if (path.startsWith("/api-key/")) keyOwnerAsAnswered(success?.schema);
   if (REDIRECTING.has(path)) responses["302"] = { description: "Redirect to the callback URL, with ?error= when the token is refused" };
   responses["400"] = errorAnswer("Invalid input: the library's refusal, or VALIDATION_ERROR in our envelope (U+0000, IAM's bounds)", {
     anyOf: [LIBRARY_ERROR, ENVELOPE],

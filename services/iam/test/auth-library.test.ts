@@ -189,6 +189,33 @@ describe.each(testDatabases())("auth library routes on $name", ({ open }) => {
       expect((await call(iam, "GET", "/api/core/session", { token: ada.token })).body.user.name).not.toBe("n".repeat(101));
     });
 
+    it("describes what the library's routes answer: null where they answer null, a key's owner as referenceId", async () => {
+      const doc = (await (await iam.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, any> } };
+      const ada = await signUp(iam);
+      // a session without an active organization
+      const session = await call(iam, "GET", "/api/auth/get-session", { token: ada.token });
+      expect(session.body.session.activeOrganizationId).toBeNull();
+      expect(doc.components.schemas.AuthSession.properties.activeOrganizationId.type).toEqual(["string", "null"]);
+      expect(doc.components.schemas.AuthListedSession.properties.activeOrganizationId.type).toEqual(["string", "null"]);
+      // the organization routes answer a bare null without one
+      for (const [method, path] of [["get", "/organization/get-full-organization"], ["get", "/organization/get-organization"], ["post", "/organization/set-active"]] as const) {
+        const r = await call(iam, method.toUpperCase(), `/api/auth${path}`, { token: ada.token, headers: { origin: iam.origin }, body: method === "post" ? {} : undefined });
+        expect([r.status, r.body], path).toEqual([200, null]);
+        expect(doc.paths[`/api/auth${path}`]![method].responses["200"].content["application/json"].schema.anyOf, path).toContainEqual({ type: "null" });
+      }
+      expect(doc.components.schemas.AuthOrganization.properties.logo.type).toEqual(["string", "null"]);
+      // API keys name their owner as referenceId, never userId
+      expect((await call(iam, "POST", "/api/auth/api-key/create", { token: ada.token, headers: { origin: iam.origin }, body: { name: "k" } })).status).toBe(200);
+      const [key] = (await call(iam, "GET", "/api/auth/api-key/list", { token: ada.token })).body.apiKeys;
+      expect(key).toMatchObject({ referenceId: ada.userId, configId: expect.any(String) });
+      expect(key).not.toHaveProperty("userId");
+      const item = doc.paths["/api/auth/api-key/list"]!.get.responses["200"].content["application/json"].schema.properties.apiKeys.items;
+      expect(item.required).toContain("referenceId");
+      expect(item.required).not.toContain("userId");
+      expect(Object.keys(item.properties)).toEqual(expect.arrayContaining(["referenceId", "configId"]));
+      expect(item.properties).not.toHaveProperty("userId");
+    });
+
     it("describes the library's routes in IAM's own description, with IAM's bounds and no 500", async () => {
       const doc = (await (await iam.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, unknown> } };
       for (const path of ["/api/auth/sign-up/email", "/api/auth/sign-in/email", "/api/auth/sign-in/magic-link", "/api/auth/sign-out", "/api/auth/api-key/create", "/api/auth/organization/accept-invitation"]) {
