@@ -113,53 +113,48 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
     );
   }
 
-  for (const path of bothPrefixes("/invoices/{id}/html")) {
-    app.openapi(
-      createRoute({
-        method: "get",
-        path,
-        summary: "The invoice as a printable HTML page: seller, buyer, lines with quantity, unit price and tax rate, tax base, tax and totals",
-        description:
-          "DESIGN §6.11: also opens with IAM's session cookie of a member who may read billing; a browser without a credential is sent (303) to IAM's sign-in, coming back here.",
-        security: security.anyCredential,
-        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
-        responses: {
-          200: { description: "An HTML page", content: { "text/html": { schema: z.string() } } },
-          303: { description: "A browser without a credential: to IAM's sign-in" },
-          ...errorResponses(401, 403, 404, 429, 503),
+  // the invoice as a person files it (DESIGN §6.11): one page, two forms, opened alike
+  const documents = [
+    {
+      suffix: "html",
+      summary: "The invoice as a printable HTML page: seller, buyer, lines with quantity, unit price and tax rate, tax base, tax and totals",
+      description:
+        "DESIGN §6.11: also opens with IAM's session cookie of a member who may read billing; a browser without a credential is sent (303) to IAM's sign-in, coming back here.",
+      ok: { description: "An HTML page", content: { "text/html": { schema: z.string() } } },
+      render: renderInvoicePage,
+    },
+    {
+      suffix: "pdf",
+      summary: "The invoice as a PDF: the same content as its HTML page",
+      description:
+        "DESIGN §6.11: made in process (pdfkit), access as GET /invoices/{id}; also opens with IAM's session cookie of a member who may read billing, and a browser without a credential is sent (303) to IAM's sign-in.",
+      ok: { description: "The invoice as a PDF", content: { "application/pdf": { schema: z.string().openapi({ format: "binary" }) } } },
+      render: renderInvoicePdf,
+    },
+  ];
+  for (const document of documents) {
+    for (const path of bothPrefixes(`/invoices/{id}/${document.suffix}`)) {
+      app.openapi(
+        createRoute({
+          method: "get",
+          path,
+          summary: document.summary,
+          description: document.description,
+          security: security.anyCredential,
+          request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
+          responses: {
+            200: document.ok,
+            303: { description: "A browser without a credential: to IAM's sign-in" },
+            ...errorResponses(401, 403, 404, 429, 503),
+          },
+        }),
+        async (c) => {
+          const away = await browserAccess(c);
+          if (away) return away;
+          const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
+          return document.render(c, invoiceJson(row, await linesOf(db, row.id)));
         },
-      }),
-      async (c) => {
-        const away = await browserAccess(c);
-        if (away) return away;
-        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
-        return renderInvoicePage(c, invoiceJson(row, await linesOf(db, row.id)));
-      },
-    );
-  }
-
-  for (const path of bothPrefixes("/invoices/{id}/pdf")) {
-    app.openapi(
-      createRoute({
-        method: "get",
-        path,
-        summary: "The invoice as a PDF: the same content as its HTML page",
-        description:
-          "DESIGN §6.11: made in process (pdfkit), access as GET /invoices/{id}; also opens with IAM's session cookie of a member who may read billing, and a browser without a credential is sent (303) to IAM's sign-in.",
-        security: security.anyCredential,
-        request: { params: z.object({ id: pathId("id") }), query: z.object({ platformId: platformQuery(false) }) },
-        responses: {
-          200: { description: "The invoice as a PDF", content: { "application/pdf": { schema: z.string().openapi({ format: "binary" }) } } },
-          303: { description: "A browser without a credential: to IAM's sign-in" },
-          ...errorResponses(401, 403, 404, 429, 503),
-        },
-      }),
-      async (c) => {
-        const away = await browserAccess(c);
-        if (away) return away;
-        const row = await readable(c, c.req.valid("param").id, c.req.valid("query").platformId);
-        return renderInvoicePdf(c, invoiceJson(row, await linesOf(db, row.id)));
-      },
-    );
+      );
+    }
   }
 }
