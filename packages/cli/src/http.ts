@@ -98,7 +98,8 @@ function refusalOf(answer: Answer): Refusal {
 }
 
 /** A file a service sends (an invoice's PDF): its bytes and content type, or the refusal. */
-export type Download = { ok: { contentType: string; bytes: Buffer; truncated: boolean } } | { refused: Refusal };
+/** A file billing answers (not JSON): its bytes, or billing's refusal. */
+export type Download = Reply<{ contentType: string; bytes: Buffer; truncated: boolean }>;
 
 /**
  * GET of a file (not JSON): the bytes when the answer is 200, else the error envelope's refusal.

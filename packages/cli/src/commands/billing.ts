@@ -5,7 +5,7 @@ import type { BillingClient, Invoice, InvoiceLine, PaymentMethod, Plan, Proratio
 import type { Context, Outcome } from "../context.js";
 import { CliFailure, failures } from "../failures.js";
 import { decimalMoney, groupThousands, money, plural, table, when } from "../format.js";
-import { Unreachable, type Download, type Refusal, type Reply } from "../http.js";
+import { Unreachable, type Refusal, type Reply } from "../http.js";
 import { resolveBillingUrl } from "../settings.js";
 import { tokenToSend, type TokenToSend } from "./token.js";
 import { identityOf } from "./whoami.js";
@@ -205,7 +205,7 @@ export const billing = {
     const target = resolve(input.output);
     if (!input.force && (await exists(target))) throw failures.fileExists(target);
     const session = await connect(ctx, options);
-    const answer = await fetchFile(session, `Downloading invoice ${id}'s PDF`, (b) => b.invoicePdf(id, options.platform), { invoiceId: id });
+    const answer = await ask(session, `Downloading invoice ${id}'s PDF`, (b) => b.invoicePdf(id, options.platform), { invoiceId: id });
     const mediaType = answer.contentType.split(";")[0]!.trim().toLowerCase();
     if (mediaType !== "application/pdf" || answer.truncated || !answer.bytes.subarray(0, 5).equals(Buffer.from("%PDF-"))) {
       throw failures.notAPdf(session.client.baseUrl, answer.contentType || "no content type");
@@ -555,19 +555,6 @@ function checkCard(card: string, what: "card" | "payment method id") {
 
 const cardName = (pm: PaymentMethod) => `${pm.card.brand} •••• ${pm.card.last4}`;
 const expiry = (pm: PaymentMethod) => `${String(pm.card.expMonth).padStart(2, "0")}/${pm.card.expYear}`;
-
-/** An answer that is a file (not JSON), or a failure with billing's code and message. */
-async function fetchFile(session: Session, action: string, call: (client: BillingClient) => Promise<Download>, subject: Subject) {
-  let reply: Download;
-  try {
-    reply = await call(session.client);
-  } catch (err) {
-    if (err instanceof Unreachable) throw failures.billingUnreachable(session.client.baseUrl, err.reason);
-    throw err;
-  }
-  if (!("ok" in reply)) throw failures.refused(action, reply.refused, hintFor(reply.refused, subject, session));
-  return reply.ok;
-}
 
 async function exists(path: string): Promise<boolean> {
   try {
