@@ -1,12 +1,23 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, or, sql } from "drizzle-orm";
 import { ApiError, unixSeconds, type Clock } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
-import { grants, member, organization, roleMappings } from "./db/schema.js";
+import { grants, member, organization, roleMappings, user } from "./db/schema.js";
 import { effectivePermissions, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
 
 /** The permission an organization can never be left without (issue 10: nobody could repair it). */
 export const MANAGE = "org:manage";
+
+/** The user behind an organization's member, named by member id, or also by email where the library takes either (remove-member); null if none. */
+export async function memberUserOf(db: Db, orgId: string, memberId: string, options: { orEmail: boolean }): Promise<string | null> {
+  const named = options.orEmail ? or(eq(member.id, memberId), eq(user.email, memberId.toLowerCase())) : eq(member.id, memberId);
+  const [found] = await db
+    .select({ userId: member.userId })
+    .from(member)
+    .innerJoin(user, eq(user.id, member.userId))
+    .where(and(eq(member.organizationId, orgId), named));
+  return found?.userId ?? null;
+}
 
 /** A change that may take org:manage away from members, as the manager rule sees it. */
 export type ManagerChange =

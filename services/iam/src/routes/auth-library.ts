@@ -1,13 +1,11 @@
 import { z } from "@hono/zod-openapi";
-import { and, eq, or } from "drizzle-orm";
 import type { Context } from "hono";
 import { integerQuery, notFound, rawRequestOf, validationError, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary, libraryServes } from "../auth-library.js";
-import { member, user } from "../db/schema.js";
-import { checkKeepsAManager, type ManagerChange } from "../org-managers.js";
+import { checkKeepsAManager, memberUserOf, type ManagerChange } from "../org-managers.js";
 import { rolesOf } from "../permissions.js";
 import { ProfileName } from "./schemas.js";
 
@@ -46,20 +44,16 @@ const MEMBER_CHANGES: Record<string, (body: Record<string, unknown>, caller: Pri
     const orgId = text(body.organizationId) ?? caller.orgId;
     const who = text(body.memberIdOrEmail);
     if (!orgId || !who) return null;
-    const [found] = await ctx.db
-      .select({ userId: member.userId })
-      .from(member)
-      .innerJoin(user, eq(user.id, member.userId))
-      .where(and(eq(member.organizationId, orgId), or(eq(member.id, who), eq(user.email, who.toLowerCase()))));
-    return found ? { orgId, change: { kind: "member-removed", userId: found.userId } } : null;
+    const userId = await memberUserOf(ctx.db, orgId, who, { orEmail: true });
+    return userId ? { orgId, change: { kind: "member-removed", userId } } : null;
   },
   "/organization/update-member-role": async (body, caller, ctx) => {
     const orgId = text(body.organizationId) ?? caller.orgId;
     const memberId = text(body.memberId);
     const roles = typeof body.role === "string" ? rolesOf(body.role) : Array.isArray(body.role) ? body.role.filter((r): r is string => typeof r === "string") : null;
     if (!orgId || !memberId || !roles) return null;
-    const [found] = await ctx.db.select({ userId: member.userId }).from(member).where(and(eq(member.organizationId, orgId), eq(member.id, memberId)));
-    return found ? { orgId, change: { kind: "member-roles", userId: found.userId, roles } } : null;
+    const userId = await memberUserOf(ctx.db, orgId, memberId, { orEmail: false });
+    return userId ? { orgId, change: { kind: "member-roles", userId, roles } } : null;
   },
   "/organization/leave": async (body, caller) => {
     const orgId = text(body.organizationId);
