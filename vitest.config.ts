@@ -10,6 +10,7 @@ export default defineConfig({
       "@core/storage": at("./packages/storage/src/index.ts"),
       "@core/service-auth": at("./packages/service-auth/src/index.ts"),
       "@core/launcher": at("./packages/launcher/src/index.ts"),
+      "@core/webhooks": at("./packages/webhooks/src/index.ts"),
     },
   },
   test: {

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, check, date, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { webhookTables } from "@core/webhooks";
 
 /**
  * What an invoice makes true once it is paid (DESIGN §6.9), applied in the transaction that marks it
@@ -733,77 +734,9 @@ export const providerEvents = billing.table("provider_events", {
 });
 
 /**
- * Where operators want billing's events (DESIGN §6.8): a URL, the event types it takes (null: all)
- * and the secret every delivery is signed with (shown once, at creation). Deleting one disables it
- * and ends its pending deliveries; its history stays readable.
+ * Billing's webhooks out (DESIGN §6.8): where operators want billing's events, the outbox, each
+ * event's delivery to each endpoint and every attempt. The tables are the shared ones
+ * (packages/webhooks, ADR 0027) in schema `billing`, as migration 0006 and 0008 made them.
  */
-export const webhookEndpoints = billing.table("webhook_endpoints", {
-  id: text("id").primaryKey(),
-  url: text("url").notNull(),
-  events: text("events").array(),
-  secret: text("secret").notNull(),
-  /** the secret before the last rotation: deliveries are signed with both until it expires */
-  previousSecret: text("previous_secret"),
-  previousSecretExpiresAt: ts("previous_secret_expires_at"),
-  description: text("description"),
-  createdAt: ts("created_at").notNull(),
-  disabledAt: ts("disabled_at"),
-});
-
-/**
- * The outbox (DESIGN §6.8): each event written in the transaction of the change it reports, with the
- * object as it was then; `createdAt` is billing time (the test clock, when on).
- */
-export const webhookEvents = billing.table(
-  "webhook_events",
-  {
-    id: text("id").primaryKey(),
-    type: text("type").notNull(),
-    data: jsonb("data").$type<Record<string, unknown>>().notNull(),
-    createdAt: ts("created_at").notNull(),
-  },
-  (t) => [index("webhook_events_created_idx").on(t.createdAt)],
-);
-
-/**
- * One event for one endpoint: pending until an attempt is answered 2xx (delivered) or three days of
- * retries pass (failed). A dispatcher leases a due delivery before it sends, so two replicas never
- * send the same attempt.
- */
-export const webhookDeliveries = billing.table(
-  "webhook_deliveries",
-  {
-    id: text("id").primaryKey(),
-    eventId: text("event_id").notNull(),
-    endpointId: text("endpoint_id").notNull(),
-    status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull(),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: ts("next_attempt_at").notNull(),
-    leaseUntil: ts("lease_until"),
-    createdAt: ts("created_at").notNull(),
-    finishedAt: ts("finished_at"),
-  },
-  (t) => [
-    uniqueIndex("webhook_deliveries_event_endpoint_key").on(t.eventId, t.endpointId),
-    index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
-    index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAt),
-  ],
-);
-
-/** Every attempt of a delivery and how the endpoint answered (or why it did not). */
-export const webhookAttempts = billing.table(
-  "webhook_attempts",
-  {
-    deliveryId: text("delivery_id").notNull(),
-    attempt: integer("attempt").notNull(),
-    at: ts("at").notNull(),
-    /** the HTTP status, null when there was no answer */
-    status: integer("status"),
-    /** the first 500 characters of the answer, or why there was none */
-    response: text("response").notNull(),
-    durationMs: integer("duration_ms").notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
-);
-export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect;
-export type WebhookEventRow = typeof webhookEvents.$inferSelect;
+export const { webhookEndpoints, webhookEvents, webhookDeliveries, webhookAttempts } = webhookTables(billing);
+export type { WebhookEndpointRow, WebhookEventRow } from "@core/webhooks";

@@ -1,14 +1,11 @@
-import { randomBytes } from "node:crypto";
-import { isIP } from "node:net";
-import { and, eq, inArray, isNull } from "drizzle-orm";
-import { ApiError, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
-import { keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
-import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookEvents, type WebhookEndpointRow } from "../db/schema.js";
-import { isPrivateAddress } from "./dispatcher.js";
+import type { Db } from "@core/storage";
+import * as shared from "@core/webhooks";
+import type { WebhookEndpointRow } from "../db/schema.js";
+import { ALLOW_PRIVATE_SETTING, billingWebhookTables } from "./dispatcher.js";
 import type { EventType } from "./outbox.js";
 
-/** How many endpoints billing keeps enabled at once: each event is one delivery per endpoint. */
-export const MAX_ENDPOINTS = 50;
+// endpoints, rotation and delivery history are shared with IAM's audit stream (packages/webhooks, ADR 0027)
+export { MAX_ENDPOINTS, MAX_ROTATION_GRACE_SECONDS, ROTATION_GRACE_SECONDS } from "@core/webhooks";
 
 export interface NewEndpoint {
   url: string;
@@ -17,133 +14,35 @@ export interface NewEndpoint {
   description?: string;
 }
 
-/**
- * An endpoint in its answer's shape: never its secret (nor the previous one), which only the answer
- * that made it shows. `previousSecretExpiresAt`: when the secret before the last rotation stops
- * signing (null when it was never rotated).
- */
+const store = (db: Db): shared.EndpointStore => ({ db, tables: billingWebhookTables, service: "billing", allowPrivateSetting: ALLOW_PRIVATE_SETTING });
+
+/** An endpoint in its answer's shape: never its secret (nor the previous one), which only the answer that made it shows. */
 export function endpointJson(row: WebhookEndpointRow) {
-  return {
-    id: row.id,
-    url: row.url,
-    events: (row.events as EventType[] | null) ?? null,
-    description: row.description,
-    createdAt: unixSeconds(row.createdAt),
-    previousSecretExpiresAt: row.previousSecretExpiresAt ? unixSeconds(row.previousSecretExpiresAt) : null,
-  };
+  return { ...shared.endpointJson(row), events: (row.events as EventType[] | null) ?? null };
 }
 
-const newSecret = () => `whsec_${randomBytes(32).toString("base64url")}`;
-
-/** How long the old secret keeps signing after a rotation by default, and at most (a week, as Stripe's dashboard offers when rolling a secret). */
-export const ROTATION_GRACE_SECONDS = 86_400;
-export const MAX_ROTATION_GRACE_SECONDS = 7 * 86_400;
-
-/**
- * Rotates an endpoint's signing secret (DESIGN §6.8): a new secret signs every delivery from now on,
- * and for `expiresInSeconds` (0: not at all) the one it replaces signs them too, so a receiver
- * verifying with either accepts them while it is redeployed with the new one. Each delivery then
- * carries both signatures, Stripe's several `v1` entries. Rotating again while a previous secret is
- * still active replaces that previous secret with the current one: at most two secrets sign at once,
- * the oldest is dropped at once, and a receiver still on it must take the secret of the rotation
- * before: an old secret never lives on unseen. A removed endpoint is not found (404), as for DELETE.
- */
-export async function rotateWebhookEndpointSecret(db: Db, now: Date, id: string, expiresInSeconds: number): Promise<{ before: WebhookEndpointRow; after: WebhookEndpointRow }> {
-  const rotated = await db.transaction(async (tx) => {
-    const [before] = await tx.select().from(webhookEndpoints).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).for("update");
-    if (!before) return null;
-    const [after] = await tx
-      .update(webhookEndpoints)
-      .set({
-        secret: newSecret(),
-        previousSecret: expiresInSeconds > 0 ? before.secret : null,
-        previousSecretExpiresAt: new Date(now.getTime() + expiresInSeconds * 1000),
-      })
-      .where(eq(webhookEndpoints.id, id))
-      .returning();
-    return { before, after: after! };
-  });
-  if (!rotated) throw notFound(`No webhook endpoint ${id}`);
-  return rotated;
+/** Rotates an endpoint's signing secret (DESIGN §6.8; rotateWebhookEndpointSecret in packages/webhooks). */
+export function rotateWebhookEndpointSecret(db: Db, now: Date, id: string, expiresInSeconds: number) {
+  return shared.rotateWebhookEndpointSecret(store(db), now, id, expiresInSeconds);
 }
 
-/**
- * Registers an endpoint for billing's events (DESIGN §6.8), with a new signing secret; refused when
- * it names a loopback or private address (unless allowed), or when `MAX_ENDPOINTS` are enabled.
- */
-export async function registerWebhookEndpoint(db: Db, now: Date, input: NewEndpoint, allowPrivate: boolean): Promise<WebhookEndpointRow> {
-  refusePrivate(input.url, allowPrivate);
-  const enabled = await db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt));
-  if (enabled.length >= MAX_ENDPOINTS) throw new ApiError(409, "TOO_MANY_ENDPOINTS", `At most ${MAX_ENDPOINTS} endpoints: delete one first`);
-  const [row] = await db
-    .insert(webhookEndpoints)
-    .values({ id: newId("we"), url: input.url, events: input.events ?? null, description: input.description ?? null, secret: newSecret(), createdAt: now })
-    .returning();
-  return row!;
+/** Registers an endpoint for billing's events (DESIGN §6.8), with a new signing secret. */
+export function registerWebhookEndpoint(db: Db, now: Date, input: NewEndpoint, allowPrivate: boolean) {
+  return shared.registerWebhookEndpoint(store(db), now, input, allowPrivate);
 }
 
 /** The endpoints registered now, oldest first. */
-export async function enabledWebhookEndpoints(db: Db): Promise<WebhookEndpointRow[]> {
-  return db.select().from(webhookEndpoints).where(isNull(webhookEndpoints.disabledAt)).orderBy(webhookEndpoints.createdAt, webhookEndpoints.id);
+export function enabledWebhookEndpoints(db: Db) {
+  return shared.enabledWebhookEndpoints(store(db));
 }
 
-/**
- * Removes an endpoint (DESIGN §6.8): nothing more is sent to it, and its pending deliveries end as
- * failed, in one transaction; its history stays readable. Answers the endpoint as it was.
- */
-export async function removeWebhookEndpoint(db: Db, now: Date, id: string): Promise<WebhookEndpointRow> {
-  const removed = await db.transaction(async (tx) => {
-    const [row] = await tx.update(webhookEndpoints).set({ disabledAt: now }).where(and(eq(webhookEndpoints.id, id), isNull(webhookEndpoints.disabledAt))).returning();
-    if (!row) return null;
-    await tx
-      .update(webhookDeliveries)
-      .set({ status: "failed", finishedAt: now, leaseUntil: null })
-      .where(and(eq(webhookDeliveries.endpointId, id), eq(webhookDeliveries.status, "pending")));
-    return row;
-  });
-  if (!removed) throw notFound(`No webhook endpoint ${id}`);
-  return removed;
+/** Removes an endpoint (DESIGN §6.8): nothing more is sent to it; its history stays readable. */
+export function removeWebhookEndpoint(db: Db, now: Date, id: string) {
+  return shared.removeWebhookEndpoint(store(db), now, id);
 }
 
-const NEWEST_FIRST: KeysetColumns = { key: webhookDeliveries.createdAt, tie: webhookDeliveries.id, direction: "desc" };
-
-/** A page of an endpoint's deliveries (a removed one's too), newest first, each with every attempt and how the endpoint answered. */
+/** A page of an endpoint's deliveries, newest first, each with every attempt. */
 export async function listDeliveries(db: Db, endpointId: string, page: { limit: number; cursor?: string }) {
-  const [endpoint] = await db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(eq(webhookEndpoints.id, endpointId));
-  if (!endpoint) throw notFound(`No webhook endpoint ${endpointId}`);
-  const rows = await db
-    .select({ delivery: webhookDeliveries, eventType: webhookEvents.type })
-    .from(webhookDeliveries)
-    .innerJoin(webhookEvents, eq(webhookEvents.id, webhookDeliveries.eventId))
-    .where(and(eq(webhookDeliveries.endpointId, endpointId), keysetAfter(NEWEST_FIRST, decodeCursor(page.cursor, { key: "timestamp", tie: "id" }))))
-    .orderBy(...keysetOrder(NEWEST_FIRST))
-    .limit(page.limit + 1);
-  const { data, cursor } = toPage(rows, page.limit, (r) => ({ k: r.delivery.createdAt, id: r.delivery.id }));
-  // one query for the attempts of the whole page, not one per delivery
-  const ids = data.map((r) => r.delivery.id);
-  const attempts = ids.length ? await db.select().from(webhookAttempts).where(inArray(webhookAttempts.deliveryId, ids)).orderBy(webhookAttempts.deliveryId, webhookAttempts.attempt) : [];
-  return {
-    data: data.map(({ delivery: d, eventType }) => ({
-      id: d.id,
-      eventId: d.eventId,
-      eventType: eventType as EventType,
-      status: d.status,
-      attempts: attempts.filter((a) => a.deliveryId === d.id).map((a) => ({ attempt: a.attempt, at: unixSeconds(a.at), status: a.status, response: a.response, durationMs: a.durationMs })),
-      nextAttemptAt: d.status === "pending" ? Math.max(unixSeconds(d.nextAttemptAt), 0) : null,
-      createdAt: unixSeconds(d.createdAt),
-      finishedAt: d.finishedAt ? unixSeconds(d.finishedAt) : null,
-    })),
-    cursor,
-  };
-}
-
-/** Loopback and private addresses are refused at registration when named directly (DESIGN §6.8); names are checked at each delivery. */
-function refusePrivate(url: string, allowPrivate: boolean) {
-  if (allowPrivate) return;
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
-  if (host === "localhost" || host.endsWith(".localhost") || (isIP(host) && isPrivateAddress(host))) {
-    throw new ApiError(400, "VALIDATION_ERROR", "The URL names a loopback or private address; billing only sends there with CORE_BILLING_WEBHOOK_ALLOW_PRIVATE=1", [
-      { path: "url", message: "a loopback or private address", code: "custom" },
-    ]);
-  }
+  const answer = await shared.listDeliveries(store(db), endpointId, page);
+  return { ...answer, data: answer.data.map((d) => ({ ...d, eventType: d.eventType as EventType })) };
 }

@@ -1,0 +1,108 @@
+import { lookup, type LookupAddress, type LookupOptions } from "node:dns";
+import { BlockList, isIP } from "node:net";
+import { Agent, buildConnector } from "undici";
+
+/**
+ * Loopback, private, link-local, unique-local, CGNAT, multicast, unspecified and reserved addresses a
+ * webhook may not reach (SSRF), unless allowed. IPv4-mapped and NAT64-style IPv6 forms of them are
+ * checked as the IPv4 address they carry.
+ */
+const PRIVATE = new BlockList();
+for (const [net, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const)
+  PRIVATE.addSubnet(net, prefix, "ipv4");
+for (const [net, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["fec0::", 10],
+  ["ff00::", 8],
+] as const)
+  PRIVATE.addSubnet(net, prefix, "ipv6");
+
+/** The IPv4 address an IPv6 address carries in its last 32 bits: IPv4-mapped, -compatible, NAT64 (RFC 6052). */
+const CARRIES_IPV4 = new BlockList();
+CARRIES_IPV4.addSubnet("::ffff:0:0", 96, "ipv6");
+CARRIES_IPV4.addSubnet("::", 96, "ipv6");
+CARRIES_IPV4.addSubnet("64:ff9b::", 96, "ipv6");
+CARRIES_IPV4.addSubnet("64:ff9b:1::", 48, "ipv6");
+
+export function isPrivateAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return PRIVATE.check(address, "ipv4");
+  if (family === 6) {
+    if (PRIVATE.check(address, "ipv6")) return true;
+    return CARRIES_IPV4.check(address, "ipv6") && PRIVATE.check(lastIpv4(address), "ipv4");
+  }
+  return true;
+}
+
+/** The last 32 bits of an IPv6 address, written as IPv4 (`::ffff:7f00:1` and `::ffff:127.0.0.1` both give 127.0.0.1). */
+function lastIpv4(address: string): string {
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
+  if (dotted) return dotted[1]!;
+  const groups = address.split(":");
+  const [high, low] = [parseInt(groups.at(-2) || "0", 16), parseInt(groups.at(-1) || "0", 16)];
+  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+}
+
+/** Answers the addresses a name has (tests give one that answers what they need). */
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+/** A connection refused because its address is loopback or private (DESIGN §10). */
+export class PrivateAddressRefused extends Error {
+  readonly code = "ERR_WEBHOOK_PRIVATE_ADDRESS";
+  constructor(
+    readonly hostname: string,
+    readonly address: string,
+  ) {
+    super(hostname === address ? `${address} is a loopback or private address` : `${hostname} resolves to ${address}, a loopback or private address`);
+  }
+}
+
+/**
+ * The HTTP agent webhook deliveries go through (DESIGN §10): the address is checked where the
+ * connection is made, by the lookup the socket itself uses, so a name whose answer changes between a
+ * check and the connection (DNS rebinding) cannot reach inside; an address written in the URL is
+ * checked before connecting. With `allowPrivate` nothing is refused (development).
+ */
+export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver }): Agent {
+  const { allowPrivate, resolve } = options;
+  const guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
+    const answered = (err: Error | null, found: LookupAddress[]) => {
+      if (err) return callback(err, []);
+      const addresses = found.filter((a) => !lookupOptions.family || a.family === lookupOptions.family);
+      const refused = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+      if (refused) return callback(new PrivateAddressRefused(hostname, refused.address), []);
+      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), []);
+      if (lookupOptions.all) return callback(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    };
+    if (!resolve) return lookup(hostname, { all: true, family: lookupOptions.family ?? 0 }, answered);
+    resolve(hostname).then(
+      (found) => answered(null, found.map((address) => ({ address, family: isIP(address) }))),
+      (err: Error) => answered(err, []),
+    );
+  };
+  const connector = buildConnector({ lookup: guardedLookup as never });
+  return new Agent({
+    connect: (connectOptions, callback) => {
+      // an address in the URL is not looked up: it is checked here
+      const host = connectOptions.hostname.replace(/^\[|\]$/g, "");
+      if (!allowPrivate && isIP(host) && isPrivateAddress(host)) return callback(new PrivateAddressRefused(host, host), null);
+      connector(connectOptions, callback);
+    },
+  });
+}
