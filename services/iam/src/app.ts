@@ -16,6 +16,7 @@ import { ServiceTokens } from "./service-tokens.js";
 import { ApiKeyResolver } from "./api-keys.js";
 import { member, organization } from "./db/schema.js";
 import { auditRoutes } from "./routes/audit.js";
+import { auditEndpointRoutes } from "./routes/audit-endpoints.js";
 import { grantRoutes } from "./routes/grants.js";
 import { invitationRoutes } from "./routes/invitations.js";
 import { orgSetupRoutes } from "./routes/org-setup.js";
@@ -182,6 +183,7 @@ export function createApp(deps: IamDeps) {
   invitationRoutes(app, ctx);
   platformStatusRoutes(app, ctx);
   auditRoutes(app, ctx);
+  auditEndpointRoutes(app, ctx);
   profileRoutes(app, ctx);
   oauthRoutes(app, ctx);
   cliRoutes(app, ctx);

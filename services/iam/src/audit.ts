@@ -2,6 +2,7 @@ import { and, eq, gte, lte, type SQL } from "drizzle-orm";
 import { decodeCursor, loggableError, newId, toPage, unixSeconds, type Clock, type Logger } from "@core/kit";
 import { keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { auditEvents } from "./db/schema.js";
+import { streamAuditEvent } from "./audit-stream.js";
 
 /** Actions written to the audit log (DESIGN §4). */
 export type AuditAction =
@@ -41,7 +42,10 @@ export type AuditAction =
   | "device.token"
   | "token.refresh"
   | "token.refresh_reuse"
-  | "token.revoke";
+  | "token.revoke"
+  | "audit_endpoint.create"
+  | "audit_endpoint.delete"
+  | "audit_endpoint.rotate_secret";
 
 export interface AuditInput {
   action: AuditAction;
@@ -77,20 +81,24 @@ export class AuditLog {
 
   async record(event: AuditInput): Promise<void> {
     try {
-      await this.db.insert(auditEvents).values({
-        id: newId("aud"),
-        at: unixSeconds(this.clock.now()),
-        action: event.action,
-        outcome: event.outcome,
-        actorType: event.actorType,
-        actorId: event.actorId ?? null,
-        orgId: event.orgId ?? null,
-        targetType: event.targetType ?? null,
-        targetId: event.targetId ?? null,
-        ip: event.ip ?? null,
-        userAgent: event.userAgent?.slice(0, 512) ?? null,
-        requestId: event.requestId ?? null,
-        metadata: event.metadata ?? null,
+      // the event and its deliveries to audit endpoints in one transaction (audit-stream.ts): streamed at least once
+      await this.db.transaction(async (tx) => {
+        const [row] = await tx.insert(auditEvents).values({
+          id: newId("aud"),
+          at: unixSeconds(this.clock.now()),
+          action: event.action,
+          outcome: event.outcome,
+          actorType: event.actorType,
+          actorId: event.actorId ?? null,
+          orgId: event.orgId ?? null,
+          targetType: event.targetType ?? null,
+          targetId: event.targetId ?? null,
+          ip: event.ip ?? null,
+          userAgent: event.userAgent?.slice(0, 512) ?? null,
+          requestId: event.requestId ?? null,
+          metadata: event.metadata ?? null,
+        }).returning();
+        await streamAuditEvent(tx, withoutSeq(row!), this.logger);
       });
     } catch (err) {
       // the failed statement's parameters are the event itself (emails, addresses): never logged

@@ -24,6 +24,8 @@ export interface IamConfig {
   smtpUrl: string | undefined;
   mailFrom: string;
   outboxDir: string;
+  /** CORE_IAM_WEBHOOK_ALLOW_PRIVATE: audit endpoints may be loopback and private addresses (default: on the embedded database only, as billing's) */
+  auditWebhookAllowPrivate: boolean;
   rateLimits: {
     enabled: boolean;
     windowSeconds: number;
@@ -70,6 +72,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     smtpUrl: mail.smtpUrl,
     mailFrom: mail.from,
     outboxDir: mail.outboxDir,
+    auditWebhookAllowPrivate: allowPrivateWebhooks(common, env),
     rateLimits: {
       enabled: env.CORE_RATE_LIMIT !== "off",
       windowSeconds: positiveIntEnv(env, "CORE_RATE_LIMIT_WINDOW_SECONDS", 60),
@@ -87,4 +90,11 @@ function orgSetupRecoverySeconds(env: NodeJS.ProcessEnv): number {
   const seconds = positiveIntEnv(env, "CORE_ORG_SETUP_RECOVERY_SECONDS", 60);
   if (seconds < 15) throw new ConfigError(`CORE_ORG_SETUP_RECOVERY_SECONDS must be at least 15 (a set-up's registry call may take 10 s), got ${seconds}`);
   return seconds;
+}
+
+/** Development on the embedded database reaches localhost receivers; with PostgreSQL (production) only when told (billing's rule). */
+function allowPrivateWebhooks(common: CommonConfig, env: NodeJS.ProcessEnv): boolean {
+  const value = env.CORE_IAM_WEBHOOK_ALLOW_PRIVATE ?? "";
+  if (!["", "0", "1"].includes(value)) throw new ConfigError(`CORE_IAM_WEBHOOK_ALLOW_PRIVATE must be 1, 0 or unset, got "${value.slice(0, 40)}"`);
+  return value === "" ? !common.databaseUrl : value === "1";
 }

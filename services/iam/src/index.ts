@@ -2,10 +2,14 @@ import { fileURLToPath } from "node:url";
 import { ServiceMetrics, workerBacklogSource, type BuiltService, type ServiceContext } from "@core/kit";
 import { databaseReadyCheck, poolStats, type Db } from "@core/storage";
 import { createApp } from "./app.js";
+import { auditDispatcher } from "./audit-stream.js";
 import { loadIamConfig } from "./config.js";
 import { finishInterruptedSetups, interruptedSetupsBacklog } from "./org-setup-recovery.js";
 
 export const SERVICE_ID = "iam";
+
+/** How often each replica sends the audit events due (billing's worker passes every 5 s by default). */
+const AUDIT_WEBHOOK_PASS_MS = 5_000;
 
 /** this service's committed migrations (next to `src/` and `dist/` alike) */
 export const migrationsFolder = fileURLToPath(new URL("../drizzle", import.meta.url));
@@ -33,9 +37,26 @@ export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltServic
     );
   }, Math.max(1_000, config.orgSetupRecoveryMs / 2));
   sweep.unref();
+  // audit events to their endpoints (audit-stream.ts): every replica sends, the deliveries' lease keeps two from sending one attempt
+  const auditWebhooks = auditDispatcher(ctx.db, app.ctx.clock, ctx.logger, { allowPrivate: config.auditWebhookAllowPrivate });
+  metrics.workerJobs("audit_webhooks");
+  let sending: Promise<unknown> | null = null;
+  const send = setInterval(() => {
+    // one pass at a time in this process: a pass still sending to a slow endpoint is not doubled
+    if (sending) return;
+    sending = metrics
+      .timePass("audit_webhooks", () => auditWebhooks.pass())
+      .catch((err: unknown) => ctx.logger.warn({ err: (err as Error).message }, "audit webhook deliveries failed; tried again next pass"))
+      .finally(() => (sending = null));
+  }, AUDIT_WEBHOOK_PASS_MS);
+  send.unref();
   return {
     fetch: app.fetch,
     omitsErrorDetails: app.omitsErrorDetails,
-    close: async () => clearInterval(sweep),
+    close: async () => {
+      clearInterval(sweep);
+      clearInterval(send);
+      await sending;
+    },
   };
 }

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { webhookTables } from "@core/webhooks";
 
 /**
  * IAM's tables, in its own Postgres schema (DESIGN §2). The first group holds better-auth's models
@@ -325,3 +326,15 @@ export const refreshTokens = iam.table(
   // by session: a session's deletion revokes its families, and the library's refresh keeps a CLI token's expiry
   (t) => [index("refresh_tokens_family_idx").on(t.familyId), index("refresh_tokens_session_idx").on(t.sessionId)],
 );
+
+/**
+ * The audit log streamed out (ADR 0027): billing's webhook tables (packages/webhooks) in schema
+ * `iam`. An endpoint's `org_id` is its scope: null for an operator's endpoint of every
+ * organization's events, else the one organization whose events it takes (an owner's).
+ */
+export const {
+  webhookEndpoints: auditEndpoints,
+  webhookEvents: auditOutbox,
+  webhookDeliveries: auditDeliveries,
+  webhookAttempts: auditAttempts,
+} = webhookTables(iam, { orgId: text("org_id") });

@@ -4,9 +4,10 @@ import { holds, type Principal } from "@core/service-auth";
 import { requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import type { AuditEvent } from "../audit.js";
+import { auditEventJson } from "../audit-stream.js";
 import { Id, pathParam } from "./schemas.js";
 
-const AuditEventSchema = z
+export const AuditEventSchema = z
   .object({
     id: z.string(),
     at: z.number().int().openapi({ description: "Unix seconds" }),
@@ -30,7 +31,8 @@ const isOperatorReader = (p: Principal) => p.orgType === "core-operator" && p.pe
 
 /** Audit reads (spec §4.2, §6; DESIGN §4): org admins see their organization, operators all. */
 export function auditRoutes(app: ServiceApp, ctx: IamContext) {
-  const json = (e: AuditEvent) => ({ ...e, metadata: e.metadata ?? null });
+  // the one definition of an event's answer, which audit endpoints receive too (audit-stream.ts)
+  const json = (e: AuditEvent) => auditEventJson(e);
 
   app.openapi(
     createRoute({

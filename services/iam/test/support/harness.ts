@@ -47,6 +47,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     smtpUrl: undefined,
     mailFrom: "Core <no-reply@localhost>",
     outboxDir: "/nonexistent",
+    auditWebhookAllowPrivate: true,
     ...overrides,
     rateLimits: {
       enabled: false,

@@ -1,0 +1,46 @@
+CREATE TABLE "iam"."webhook_attempts" (
+	"delivery_id" text NOT NULL,
+	"attempt" integer NOT NULL,
+	"at" timestamp with time zone NOT NULL,
+	"status" integer,
+	"response" text NOT NULL,
+	"duration_ms" integer NOT NULL,
+	CONSTRAINT "webhook_attempts_delivery_id_attempt_pk" PRIMARY KEY("delivery_id","attempt")
+);
+--> statement-breakpoint
+CREATE TABLE "iam"."webhook_deliveries" (
+	"id" text PRIMARY KEY NOT NULL,
+	"event_id" text NOT NULL,
+	"endpoint_id" text NOT NULL,
+	"status" text NOT NULL,
+	"attempts" integer DEFAULT 0 NOT NULL,
+	"next_attempt_at" timestamp with time zone NOT NULL,
+	"lease_until" timestamp with time zone,
+	"created_at" timestamp with time zone NOT NULL,
+	"finished_at" timestamp with time zone
+);
+--> statement-breakpoint
+CREATE TABLE "iam"."webhook_endpoints" (
+	"id" text PRIMARY KEY NOT NULL,
+	"url" text NOT NULL,
+	"events" text[],
+	"secret" text NOT NULL,
+	"previous_secret" text,
+	"previous_secret_expires_at" timestamp with time zone,
+	"description" text,
+	"created_at" timestamp with time zone NOT NULL,
+	"disabled_at" timestamp with time zone,
+	"org_id" text
+);
+--> statement-breakpoint
+CREATE TABLE "iam"."webhook_events" (
+	"id" text PRIMARY KEY NOT NULL,
+	"type" text NOT NULL,
+	"data" jsonb NOT NULL,
+	"created_at" timestamp with time zone NOT NULL
+);
+--> statement-breakpoint
+CREATE UNIQUE INDEX "webhook_deliveries_event_endpoint_key" ON "iam"."webhook_deliveries" USING btree ("event_id","endpoint_id");--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_due_idx" ON "iam"."webhook_deliveries" USING btree ("next_attempt_at") WHERE "iam"."webhook_deliveries"."status" = 'pending';--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_endpoint_idx" ON "iam"."webhook_deliveries" USING btree ("endpoint_id","created_at");--> statement-breakpoint
+CREATE INDEX "webhook_events_created_idx" ON "iam"."webhook_events" USING btree ("created_at");
