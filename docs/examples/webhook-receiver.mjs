@@ -1,4 +1,4 @@
-// A one-file receiver for Core billing's webhooks (DESIGN §6.8), and the signature check every
+// A one-file receiver for Core's webhooks (billing's events, DESIGN §6.8, and IAM's audit stream, ADR 0027), and the signature check every
 // receiver should make. Run it, register its address as an endpoint, give it the secret:
 //
 //   CORE_WEBHOOK_SECRET=whsec_… PORT=4900 node docs/examples/webhook-receiver.mjs
