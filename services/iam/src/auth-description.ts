@@ -18,6 +18,8 @@ const PUBLIC = new Set([
   "/verify-email",
   "/send-verification-email",
   "/get-session",
+  "/passkey/generate-authenticate-options",
+  "/passkey/verify-authentication",
   "/jwks",
   "/ok",
   "/error",
