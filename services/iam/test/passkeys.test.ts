@@ -1,3 +1,5 @@
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { SoftwareAuthenticator } from "./support/authenticator.js";
@@ -235,6 +237,37 @@ describe.each(testDatabases())("passkeys on $name", ({ open }) => {
     expect((await auditOf("passkey.remove", ada.userId))[0]).toMatchObject({ outcome: "success", targetId: added.id });
     // a removed passkey signs nobody in
     expect((await signInWith(device)).status).toBe(401);
+  });
+
+  it("answers what IAM's OpenAPI description says of each passkey route", async () => {
+    const doc = (await (await iam.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, { security: unknown }>> };
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats.default(ajv);
+    ajv.addSchema(doc, "iam");
+    const pointer = (text: string) => text.replace(/~/g, "~0").replace(/\//g, "~1");
+    const matches = (method: string, path: string, body: unknown) => {
+      const validate = ajv.compile({ $ref: `iam#/paths/${pointer(`/api/auth/passkey/${path}`)}/${method}/responses/200/content/${pointer("application/json")}/schema` });
+      return validate(body) ? [] : validate.errors;
+    };
+    const ada = await signUp(iam);
+    const device = authenticator();
+    const jar = new Jar(ada.cookie);
+    const registerOptions = await library(iam, jar, "generate-register-options");
+    expect(matches("get", "generate-register-options", registerOptions.body)).toEqual([]);
+    // added without a name: the name is null
+    const added = await library(iam, jar, "verify-registration", { response: device.register(registerOptions.body) });
+    expect(added.body.name).toBeNull();
+    expect(matches("post", "verify-registration", added.body)).toEqual([]);
+    expect(matches("get", "list-user-passkeys", (await library(iam, jar, "list-user-passkeys")).body)).toEqual([]);
+    expect(matches("post", "update-passkey", (await library(iam, jar, "update-passkey", { id: added.body.id, name: "renamed" })).body)).toEqual([]);
+    const signedIn = new Jar();
+    const authOptions = await library(iam, signedIn, "generate-authenticate-options");
+    expect(matches("get", "generate-authenticate-options", authOptions.body)).toEqual([]);
+    expect(matches("post", "verify-authentication", (await library(iam, signedIn, "verify-authentication", { response: device.assert(authOptions.body) })).body)).toEqual([]);
+    expect(matches("post", "delete-passkey", (await library(iam, jar, "delete-passkey", { id: added.body.id })).body)).toEqual([]);
+    // the two sign-in routes need no session; the others do
+    expect(doc.paths["/api/auth/passkey/verify-authentication"]!.post!.security).toEqual([]);
+    expect(doc.paths["/api/auth/passkey/delete-passkey"]!.post!.security).not.toEqual([]);
   });
 
   it("offers a passkey on the sign-in page, and serves the script from our own origin", async () => {
