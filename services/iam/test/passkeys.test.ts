@@ -2,6 +2,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { libraryLogLine } from "../src/library-log.js";
 import { SoftwareAuthenticator } from "./support/authenticator.js";
 import { call, createIam, signUp, type Iam, type SignedUp } from "./support/harness.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
@@ -283,6 +284,14 @@ describe.each(testDatabases())("passkeys on $name", ({ open }) => {
     const source = await script.text();
     expect(source).toContain('"/api/auth/passkey/" + path');
     expect(() => new Function(source)).not.toThrow();
+  });
+});
+
+describe("the passkey plugin's log lines", () => {
+  it("are refused input at info, without the verifier's text (origins, challenges)", () => {
+    const line = libraryLogLine("error", "Failed to verify registration", [new Error('Unexpected registration response origin "http://localhost:9999", expected "http://localhost:4100"')]);
+    expect(line).toEqual({ level: "info", message: "the passkey plugin refused a registration the client sent" });
+    expect(libraryLogLine("error", "Failed to verify authentication", [new Error("signature")])?.level).toBe("info");
   });
 });
 
