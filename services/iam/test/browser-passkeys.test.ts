@@ -65,7 +65,7 @@ describe.skipIf(!hasChromium)("passkeys in a real browser (Chromium, virtual aut
     await expect.poll(() => page.locator("#passkey-add").isVisible()).toBe(true);
     await look(page, "passkey-01-account-without-passkeys");
 
-    await page.getByLabel("Passkey name").fill("test laptop");
+    await page.getByLabel("Name for the new passkey").fill("test laptop");
     await page.getByRole("button", { name: "Add a passkey" }).click();
     await page.waitForURL(/\/account\?created=passkey/);
     expect(await page.getByRole("status").first().innerText()).toContain("Your passkey is added");

@@ -100,7 +100,7 @@ export function PasskeysSection(props: { passkeys: PasskeyItem[] | null; csrf: s
       <form id="passkey-add" hidden>
         <div class="alert error" id="passkey-add-error" role="alert" tabindex={-1} hidden></div>
         <div class="field">
-          <label for="field-passkey-name">Passkey name</label>
+          <label for="field-passkey-name">Name for the new passkey</label>
           <input id="field-passkey-name" name="name" type="text" maxlength={NAME_MAX} autocomplete="off" aria-describedby="field-passkey-name-hint" />
           <span class="hint" id="field-passkey-name-hint">
             Where it lives, for example: work laptop
