@@ -72,6 +72,9 @@ describe.skipIf(!hasChromium)("passkeys in a real browser (Chromium, virtual aut
     expect(await passkeyItems(page).count()).toBe(1);
     expect(await passkeyItems(page).first().innerText()).toMatch(/test laptop\s+added \d{4}-\d\d-\d\d · this device only · not backed up/);
     await look(page, "passkey-02-account-passkey-added");
+    await page.setViewportSize({ width: 360, height: 740 });
+    await look(page, "passkey-02-account-passkey-added-mobile");
+    await page.setViewportSize({ width: 1000, height: 800 });
     const { credentials } = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
     expect(credentials).toHaveLength(1);
     expect(credentials[0]!.isResidentCredential).toBe(true);
@@ -109,5 +112,12 @@ describe.skipIf(!hasChromium)("passkeys in a real browser (Chromium, virtual aut
     expect(await page.locator("#passkey-sign-in-error").innerText()).toBe("This passkey is not registered with Core. Sign in another way, then add it on your account page.");
     expect(new URL(page.url()).pathname).toBe("/sign-in");
     await look(page, "passkey-07-sign-in-removed-passkey");
+
+    // with script off, the page says why there is no passkey button, and the password form still works
+    await cdp.send("Emulation.setScriptExecutionDisabled", { value: true });
+    await page.goto(`${iamUrl}/sign-in`);
+    expect(await page.locator("#passkey-needs-script").innerText()).toBe("Signing in with a passkey needs JavaScript, which is off in this browser. Use your password or an emailed link.");
+    expect(await page.getByRole("button", { name: "Sign in with a passkey" }).isVisible()).toBe(false);
+    await look(page, "passkey-08-sign-in-without-script");
   }, 120_000);
 });
