@@ -196,6 +196,16 @@ describe.each(testDatabases())("passkeys on $name", ({ open }) => {
     expect(await passkeysOf(ada)).toEqual([]);
   });
 
+  it("keeps a signature counter past 2^31 (WebAuthn's is an unsigned 32-bit number)", async () => {
+    const ada = await signUp(iam);
+    const device = authenticator();
+    device.counter = 3_000_000_000;
+    await addPasskey(ada, device);
+    const signedIn = await signInWith(device);
+    expect(signedIn.status, JSON.stringify(signedIn.body)).toBe(200);
+    expect((await library(iam, new Jar(ada.cookie), "list-user-passkeys")).body[0].counter).toBe(3_000_000_001);
+  });
+
   it("makes no second session when a passkey is added, and bounds a passkey's name", async () => {
     const ada = await signUp(iam);
     const jar = new Jar(ada.cookie);

@@ -205,7 +205,8 @@ export const passkey = iam.table(
       .notNull()
       .references(() => user.id, { onDelete: "cascade" }),
     credentialID: text("credential_id").notNull(),
-    counter: integer("counter").notNull(),
+    // WebAuthn's signature counter is an unsigned 32-bit number: past an integer's range
+    counter: bigint("counter", { mode: "number" }).notNull(),
     deviceType: text("device_type").notNull(),
     backedUp: boolean("backed_up").notNull(),
     transports: text("transports"),

@@ -29,7 +29,8 @@ function cbor(value: unknown): Buffer {
 export class SoftwareAuthenticator {
   private readonly privateKey: KeyObject;
   private readonly publicKey: KeyObject;
-  private counter = 0;
+  /** the signature counter, sent and then raised by each assertion */
+  counter = 0;
 
   /** `credentialId`: another authenticator's, to forge an assertion for a credential with a different key */
   constructor(
