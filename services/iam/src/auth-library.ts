@@ -7,6 +7,7 @@ import { sessionTokenFromCookie } from "./access.js";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { isOutage, OUTAGE_RETRY_SECONDS } from "./outage.js";
+import { unverifiedRegistrationAsRefusal } from "./passkeys.js";
 import { revokedNoticeCookie, tellOwnerOfRevokedAccess, type RevokedAccess } from "./unproven-access.js";
 import { ACTOR_HEADER, CLIENT_IP_HEADER, DISABLED_PATHS, isAuditedLibraryPath, REQUEST_ID_HEADER, UNSERVED_ROUTES, type Auth } from "./auth.js";
 
@@ -59,7 +60,7 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   const actor = isAuditedLibraryPath(new URL(request.url).pathname.slice("/api/auth".length)) ? await sessionUserOf(c, deps) : null;
   if (actor) headers.set(ACTOR_HEADER, actor);
   if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
-  const response = await deps.auth.handler(new Request(request, { headers }));
+  const response = await unverifiedRegistrationAsRefusal(deps.db, new URL(request.url).pathname, await deps.auth.handler(new Request(request, { headers })));
   const revoked = deps.revocations.take(requestId);
   if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
   if (response.status === 429) return withRequestId(c, await afterRateLimit(c, deps, request, response));

@@ -11,6 +11,7 @@ import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
+import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
 export const CLIENT_IP_HEADER = "x-core-client-ip";
@@ -83,6 +84,7 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/request-password-reset": "auth.password_reset.request",
   "/reset-password": "auth.password_reset",
   "/change-password": "auth.password_change",
+  ...PASSKEY_AUDITED,
 };
 
 /** Whether a library path's outcome goes to the audit log. */
@@ -147,6 +149,7 @@ export function createAuth(deps: AuthDeps) {
         apikey: schema.apikey,
         jwks: schema.jwks,
         rateLimit: schema.rateLimit,
+        passkey: schema.passkey,
       },
     }),
     emailAndPassword: {
@@ -194,6 +197,7 @@ export function createAuth(deps: AuthDeps) {
         "/reset-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        ...Object.fromEntries(PASSKEY_RATE_LIMITED.map((path) => [path, { window: config.rateLimits.windowSeconds, max: config.rateLimits.passkey }])),
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -258,14 +262,15 @@ export function createAuth(deps: AuthDeps) {
         const noted = ctx.request ? actingUser.get(ctx.request) : undefined;
         const headers = ctx.headers ?? ctx.request?.headers;
         const body = (ctx.body ?? {}) as Record<string, unknown>;
+        const target = passkeyAuditTarget(ctx.path, body, failed ? null : returned);
         await deps.audit.record({
           action,
           outcome: failed ? "failure" : "success",
           actorType: newSession || session?.user || noted || headers?.get(ACTOR_HEADER) ? "user" : "anonymous",
           actorId: newSession?.user.id ?? session?.user?.id ?? noted ?? headers?.get(ACTOR_HEADER) ?? null,
           orgId: typeof body.organizationId === "string" ? body.organizationId.slice(0, 128) : null,
-          targetType: typeof body.email === "string" ? "email" : null,
-          targetId: typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null,
+          targetType: target?.targetType ?? (typeof body.email === "string" ? "email" : null),
+          targetId: target?.targetId ?? (typeof body.email === "string" ? body.email.toLowerCase().slice(0, 320) : null),
           ip: headers?.get(CLIENT_IP_HEADER) ?? null,
           userAgent: headers?.get("user-agent") ?? null,
           requestId: headers?.get(REQUEST_ID_HEADER) ?? null,
@@ -337,6 +342,7 @@ export function createAuth(deps: AuthDeps) {
         jwt: { issuer: config.iamUrl, audience: "iam", expirationTime: "5m" },
         disableSettingJwtHeader: true,
       }),
+      passkeyPlugin(config),
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
     ],

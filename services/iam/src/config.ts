@@ -36,6 +36,8 @@ export interface IamConfig {
     apiKeyFailures: number;
     /** wrong user codes entered on the activation page, per user and window */
     userCodeFailures: number;
+    /** passkey ceremonies (options and verification, registration and sign-in) per client and window */
+    passkey: number;
   };
 }
 
@@ -81,6 +83,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       magicLink: positiveIntEnv(env, "CORE_RATE_LIMIT_MAGIC_LINK", 5),
       apiKeyFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
       userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
+      passkey: positiveIntEnv(env, "CORE_RATE_LIMIT_PASSKEY", 20),
     },
   };
 }

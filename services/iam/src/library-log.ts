@@ -10,6 +10,8 @@ const REFUSED_INPUT: { pattern: RegExp; says: string }[] = [
   { pattern: /^If it's a valid URL, please add/, says: "" },
   { pattern: /^Blocked cross-site navigation login attempt/, says: "the auth library refused a cross-site sign-in form" },
   { pattern: /^(User not found|Password not found|Invalid password|Reset Password: User not found|Email is the same)$/, says: "the auth library refused a sign-in or reset: $1" },
+  // the passkey plugin's verifier rejected what the browser sent (another origin, a bad signature), with its text in the error
+  { pattern: /^Failed to verify (registration|authentication)$/, says: "the passkey plugin refused a $1 the client sent" },
 ];
 
 /**

@@ -13,7 +13,7 @@ describe.each(testDatabases())("API key limits through the registry on $name", (
   beforeAll(async () => {
     database = await open();
     running = await startIamAndRegistry(database, {
-      rateLimits: { enabled: true, windowSeconds: 60, signIn: 10, signUp: 50, magicLink: 5, apiKeyFailures: 3, userCodeFailures: 10 },
+      rateLimits: { enabled: true, windowSeconds: 60, signIn: 10, signUp: 50, magicLink: 5, apiKeyFailures: 3, userCodeFailures: 10, passkey: 20 },
     });
     // the registry sees every test request from 127.0.0.1; X-Forwarded-For tells the clients apart
     process.env.CORE_TRUST_PROXY = "1";

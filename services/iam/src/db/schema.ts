@@ -192,6 +192,31 @@ export const rateLimit = iam.table("rate_limit", {
   lastRequest: bigint("last_request", { mode: "number" }).notNull(),
 });
 
+/**
+ * WebAuthn credentials of the passkey plugin (@better-auth/passkey): the public key only, never a
+ * secret. A credential id names one credential of one user (the sign-in looks a passkey up by it).
+ */
+export const passkey = iam.table(
+  "passkey",
+  {
+    id: text("id").primaryKey(),
+    name: text("name"),
+    publicKey: text("public_key").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    credentialID: text("credential_id").notNull(),
+    // WebAuthn's signature counter is an unsigned 32-bit number: past an integer's range
+    counter: bigint("counter", { mode: "number" }).notNull(),
+    deviceType: text("device_type").notNull(),
+    backedUp: boolean("backed_up").notNull(),
+    transports: text("transports"),
+    createdAt: ts("created_at"),
+    aaguid: text("aaguid"),
+  },
+  (t) => [index("passkey_user_id_idx").on(t.userId), uniqueIndex("passkey_credential_id_idx").on(t.credentialID)],
+);
+
 // ── ours ────────────────────────────────────────────────────────────────────────────────────────
 
 /** Per-organization overrides of a role's permissions (spec §4.3 `/api/core/roles`). */

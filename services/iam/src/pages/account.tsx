@@ -15,6 +15,7 @@ import { ProfileInput, updateProfile } from "../routes/profile.js";
 import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
 import { libraryRefusal, page, pageSession, redirectWithCookies, render, sessionForm, signInAddress } from "./page.js";
+import { PASSKEY_NOTICES, passkeyAccountRoutes, passkeysOf, PasskeysSection, type PasskeyItem } from "./passkeys.js";
 
 /** What the api-key plugin lists (the key itself is never among it). */
 interface ApiKeyItem {
@@ -39,6 +40,7 @@ interface AccountView {
   invitations: InvitationView[];
   sessions: Awaited<ReturnType<typeof activeSessions>>;
   apiKeys: ApiKeyItem[] | null;
+  passkeys: PasskeyItem[] | null;
 }
 
 interface AccountMessages {
@@ -49,6 +51,7 @@ interface AccountMessages {
   sessionsError?: string | null;
   orgError?: string | null;
   keysError?: string | null;
+  passkeysError?: string | null;
   /** a key just created: shown this once */
   createdKey?: { name: string; key: string } | null;
   keyName?: string;
@@ -64,6 +67,7 @@ const NOTICES: Record<string, string> = {
   "sent:password-link": "We sent you a link to set a password. It works once, for 1 hour.",
   "changed:password": "Your password is changed.",
   "changed:password-others": "Your password is changed, and your other sessions are signed out.",
+  ...PASSKEY_NOTICES,
 };
 
 const PASSWORD = { min: 8, max: 128 };
@@ -326,6 +330,8 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
           <button type="submit">Create key</button>
         </form>
       </section>
+
+      <PasskeysSection passkeys={view.passkeys} csrf={view.viewer.csrf} error={m.passkeysError} />
     </Layout>
   );
 }
@@ -357,6 +363,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       invitations,
       sessions: await activeSessions(ctx, principal),
       apiKeys,
+      passkeys: await passkeysOf(c, ctx),
     };
   }
 
@@ -390,6 +397,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
 
   const show = async (c: Context, principal: Principal, viewer: Viewer, messages: AccountMessages = {}, status: 200 | 400 | 404 | 429 | 500 = 200) =>
     render(c, <AccountPage view={await accountView(c, principal, viewer)} messages={messages} />, status);
+  passkeyAccountRoutes(app, ctx, show);
 
   // where a signed-in person lands (sign-in without a return address, the brand link): someone in no
   // organization starts by setting one up

@@ -6,6 +6,7 @@ import { STYLESHEET_PATH } from "./layout.js";
 import { invitationPages } from "./invitations.js";
 import { onboardingPages } from "./onboarding.js";
 import { passwordPages } from "./password.js";
+import { passkeyAsset } from "./passkeys.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
 import { STYLESHEET } from "./stylesheet.js";
@@ -14,11 +15,12 @@ import { STYLESHEET } from "./stylesheet.js";
 export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email|invitations)(\/|$)/.test(path);
 
 /**
- * The browser pages IAM serves (issue 3): server-rendered HTML, no script, CSRF tokens on every
+ * The browser pages IAM serves (issue 3): server-rendered HTML, no script but passkeys.js, CSRF tokens on every
  * form. HTML, not API: they stay out of the OpenAPI description (plain `app.get`/`app.post`).
  */
 export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   app.get(STYLESHEET_PATH, (c) => c.body(STYLESHEET, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "public, max-age=3600" }));
+  passkeyAsset(app);
   signInPages(app, ctx);
   devicePages(app, ctx);
   onboardingPages(app, ctx);

@@ -15,12 +15,13 @@ type Markup = HtmlEscapedString | Promise<HtmlEscapedString>;
 
 /**
  * Headers of every page: never cached (they show sessions and keys), never framed (clickjacking of
- * the Approve button), no script at all, forms only to ourselves, and a referrer that stays on
+ * the Approve button), no script but our own file (passkeys), forms only to ourselves, and a referrer that stays on
  * this origin (pages carry user codes in their addresses).
  */
 const PAGE_HEADERS: Record<string, string> = {
   "cache-control": "no-store",
-  "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  // script from our own origin only (/assets/passkeys.js, which calls our own routes): never inline
+  "content-security-policy": "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "x-frame-options": "DENY",
   "referrer-policy": "same-origin",
   "x-content-type-options": "nosniff",

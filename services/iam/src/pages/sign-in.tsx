@@ -5,6 +5,7 @@ import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
+import { PasskeySignIn } from "./passkeys.js";
 import { browserForm, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
 
 type Notice = { kind: "error" | "success" | "info"; text: string } | null;
@@ -68,6 +69,7 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
           </button>
         </form>
       </section>
+      <PasskeySignIn next={props.next} />
       <p>
         New to Core? <a href={`/sign-up${nextQuery}`}>Create an account</a>
       </p>

@@ -18,6 +18,9 @@ export const LIBRARY_BOUNDS: Record<string, z.ZodObject> = {
   // the library keeps whatever `image` is as text ("[object Object]"): only an address, or null, is kept
   "/update-user": z.looseObject({ name: ProfileName.optional(), image: z.string().max(2048).nullable().optional() }),
   "/sign-in/magic-link": z.looseObject({ email: z.string().max(320), name: ProfileName.optional() }),
+  // a passkey's name is bounded as a key's is; adding a passkey never makes a second session (passkeys.ts)
+  "/passkey/verify-registration": z.looseObject({ name: z.string().max(100).optional(), createSession: z.literal(false).optional() }),
+  "/passkey/update-passkey": z.looseObject({ name: z.string().max(100) }),
 };
 
 // the member columns the library may sort by; filters compare text columns only (a date compared to text fails in the database)

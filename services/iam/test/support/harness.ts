@@ -57,6 +57,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       magicLink: 5,
       apiKeyFailures: 30,
       userCodeFailures: 10,
+      passkey: 20,
       ...overrides.rateLimits,
     },
   };
