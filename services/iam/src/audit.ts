@@ -41,7 +41,13 @@ export type AuditAction =
   | "device.token"
   | "token.refresh"
   | "token.refresh_reuse"
-  | "token.revoke";
+  | "token.revoke"
+  | "auth.sso.start"
+  | "auth.sso.sign_in"
+  | "sso.provider.create"
+  | "sso.provider.update"
+  | "sso.provider.delete"
+  | "sso.provider.approve";
 
 export interface AuditInput {
   action: AuditAction;

@@ -10,6 +10,7 @@ import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
+import { ssoPlugin } from "./sso.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
@@ -58,6 +59,21 @@ export const DISABLED_PATHS = [
   "/organization/delete",
   "/open-api/generate-schema",
   "/reference",
+  // single sign-on (sso.ts): owners configure providers through IAM's routes, which wrap these;
+  // domains are approved by operators, not by the plugin's DNS check; OIDC only (no SAML), and
+  // the callback is per provider
+  "/sso/register",
+  "/sso/update-provider",
+  "/sso/delete-provider",
+  "/sso/providers",
+  "/sso/get-provider",
+  "/sso/request-domain-verification",
+  "/sso/verify-domain",
+  "/sso/callback",
+  "/sso/saml2/sp/metadata",
+  "/sso/saml2/sp/acs/:providerId",
+  "/sso/saml2/sp/slo/:providerId",
+  "/sso/saml2/logout/:providerId",
 ];
 
 /**
@@ -83,6 +99,8 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/request-password-reset": "auth.password_reset.request",
   "/reset-password": "auth.password_reset",
   "/change-password": "auth.password_change",
+  "/sign-in/sso": "auth.sso.start",
+  "/sso/callback/:providerId": "auth.sso.sign_in",
 };
 
 /** Whether a library path's outcome goes to the audit log. */
@@ -124,7 +142,8 @@ export function createAuth(deps: AuthDeps) {
     baseURL: config.iamUrl,
     basePath: "/api/auth",
     secret: config.authSecret,
-    trustedOrigins: config.trustedOrigins,
+    // the SSO plugin talks only to identity providers at trusted origins (ADR 0026)
+    trustedOrigins: [...config.trustedOrigins, ...config.ssoProviderOrigins],
     telemetry: { enabled: false },
     // the library's own messages go to our structured log: refused input at info without the client's text
     logger: libraryLogger(deps.logger),
@@ -132,7 +151,7 @@ export function createAuth(deps: AuthDeps) {
     // other failure is thrown on to our handler, so the kit answers it as every service does: the
     // database out of reach is 503 UPSTREAM_UNAVAILABLE, anything else a logged 500 (DESIGN §3).
     // (A hook of onAPIError cannot do this: the library swallows what the hook throws.)
-    onAPIError: { throw: true },
+    onAPIError: { throw: true, errorURL: `${config.iamUrl}/sign-in/sso` },
     database: drizzleAdapter(deps.db, {
       provider: "pg",
       transaction: true,
@@ -147,6 +166,7 @@ export function createAuth(deps: AuthDeps) {
         apikey: schema.apikey,
         jwks: schema.jwks,
         rateLimit: schema.rateLimit,
+        ssoProvider: schema.ssoProvider,
       },
     }),
     emailAndPassword: {
@@ -194,6 +214,7 @@ export function createAuth(deps: AuthDeps) {
         "/reset-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        "/sign-in/sso": { window: config.rateLimits.windowSeconds, max: config.rateLimits.ssoStart },
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -339,6 +360,7 @@ export function createAuth(deps: AuthDeps) {
       }),
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
+      ssoPlugin(),
     ],
   });
 }

@@ -39,6 +39,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     orgSetupRecoveryMs: 60_000,
     invitationSeconds: 7 * 86400,
     bootstrapToken: undefined,
+    ssoProviderOrigins: [],
     activationUrl: `${overrides.iamUrl ?? "http://localhost:4100"}/device`,
     deviceCodeSeconds: 600,
     deviceIntervalSeconds: 5,
@@ -56,6 +57,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       magicLink: 5,
       apiKeyFailures: 30,
       userCodeFailures: 10,
+      ssoStart: 10,
       ...overrides.rateLimits,
     },
   };
