@@ -1,7 +1,9 @@
+import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { ApiError, type ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary } from "../auth-library.js";
+import { organization, ssoProvider } from "../db/schema.js";
 import { membershipsOf } from "../organizations.js";
 import { rolesOf } from "../permissions.js";
 import { deleteProvider, providersOf, providerView, registerProvider, SSO_JOIN_ROLES, SSO_REFUSALS, updateProvider, type SsoActor, type SsoJoinRole, type SsoProviderView } from "../sso.js";
@@ -202,6 +204,14 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       const next = safeNext(c.req.query("next"), ctx.config.returnOrigins);
       const organizationSlug = c.req.query("organization");
       if (organizationSlug) {
+        // an organization without a provider (or none of that slug): the plugin's answer would be a bare 400
+        const [known] = await ctx.db
+          .select({ id: ssoProvider.id })
+          .from(ssoProvider)
+          .innerJoin(organization, eq(organization.id, ssoProvider.organizationId))
+          .where(eq(organization.slug, organizationSlug.slice(0, 63)))
+          .limit(1);
+        if (!known) return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text: NO_PROVIDER_FOR_ORG }} />, 404);
         const started = await startSso(c, ctx, { organizationSlug: organizationSlug.slice(0, 63) }, next);
         if (started instanceof Response) return started;
         const text = started.status === 404 ? NO_PROVIDER_FOR_ORG : started.refused;
