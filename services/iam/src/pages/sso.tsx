@@ -48,6 +48,29 @@ function SsoSignInPage(props: { csrf: string; next: string | null; email?: strin
   );
 }
 
+/**
+ * The SSO page's form posts to us, and we answer with a redirect to the provider: browsers apply
+ * the page's `form-action` to that redirect too, so this page (only) allows the origins of the
+ * providers' authorization endpoints besides its own.
+ */
+async function withProviderFormAction(ctx: IamContext, response: Response): Promise<Response> {
+  const rows = await ctx.db.select({ oidcConfig: ssoProvider.oidcConfig }).from(ssoProvider).where(eq(ssoProvider.domainVerified, true));
+  const origins = new Set(ctx.config.ssoProviderOrigins);
+  for (const row of rows) {
+    try {
+      const endpoint = (JSON.parse(row.oidcConfig ?? "{}") as { authorizationEndpoint?: unknown }).authorizationEndpoint;
+      if (typeof endpoint === "string" && /^https?:/.test(endpoint)) origins.add(new URL(endpoint).origin);
+    } catch {
+      // a provider without a readable configuration cannot be started either
+    }
+  }
+  const policy = response.headers.get("content-security-policy");
+  if (policy && origins.size > 0) response.headers.set("content-security-policy", policy.replace("form-action 'self'", `form-action 'self' ${[...origins].join(" ")}`));
+  return response;
+}
+
+const showSso = async (c: Context, ctx: IamContext, markup: Parameters<typeof render>[1], status?: Parameters<typeof render>[2]) => withProviderFormAction(ctx, await render(c, markup, status));
+
 const browserCsrf = (c: Context, ctx: IamContext) => csrfToken(ctx.session.secret, ensureBrowserBinding(c, ctx.config.secureCookies));
 
 /**
@@ -211,18 +234,18 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
           .innerJoin(organization, eq(organization.id, ssoProvider.organizationId))
           .where(eq(organization.slug, organizationSlug.slice(0, 63)))
           .limit(1);
-        if (!known) return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text: NO_PROVIDER_FOR_ORG }} />, 404);
+        if (!known) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text: NO_PROVIDER_FOR_ORG }} />, 404);
         const started = await startSso(c, ctx, { organizationSlug: organizationSlug.slice(0, 63) }, next);
         if (started instanceof Response) return started;
         const text = started.status === 404 ? NO_PROVIDER_FOR_ORG : started.refused;
-        return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text }} />, started.status);
+        return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text }} />, started.status);
       }
       const error = c.req.query("error");
       if (error) {
         const { text, status } = ssoErrorText(error.slice(0, 64));
-        return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text }} />, status);
+        return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text }} />, status);
       }
-      return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} />);
+      return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} />);
     }),
   );
 
@@ -232,11 +255,11 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       const form = await browserForm(c, ctx);
       const next = safeNext(form.next, ctx.config.returnOrigins);
       const email = (form.email ?? "").trim().slice(0, 320);
-      if (!/^[^@\s]+@[^@\s]+$/.test(email)) return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text: "Enter your work email address." }} />, 400);
+      if (!/^[^@\s]+@[^@\s]+$/.test(email)) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text: "Enter your work email address." }} />, 400);
       const started = await startSso(c, ctx, { email }, next);
       if (started instanceof Response) return started;
       const text = started.status === 404 ? NO_PROVIDER_FOR_EMAIL : started.refused;
-      return render(c, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text }} />, started.status);
+      return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text }} />, started.status);
     }),
   );
 

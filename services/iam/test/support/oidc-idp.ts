@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Provider from "oidc-provider";
 
@@ -16,7 +16,7 @@ export interface IdpAccount {
  */
 export async function startIdp(options: { clientId?: string; clientSecret?: string; redirectUris: string[] }) {
   const accounts = new Map<string, IdpAccount>();
-  let handler: ((req: Parameters<Parameters<typeof createServer>[0]>[0], res: Parameters<Parameters<typeof createServer>[0]>[1]) => void) | null = null;
+  let handler: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
   const server: Server = createServer((req, res) => handler!(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -36,7 +36,7 @@ export async function startIdp(options: { clientId?: string; clientSecret?: stri
     claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name"] },
     cookies: { keys: ["oidc-idp-test-cookie-key-0123456789"] },
     features: { devInteractions: { enabled: true } },
-    findAccount: async (_ctx, id) => {
+    findAccount: async (_ctx: unknown, id: string) => {
       const account = accounts.get(id);
       if (!account) return undefined;
       return { accountId: id, claims: async () => ({ sub: id, email: account.email, email_verified: account.emailVerified, name: account.name }) };
@@ -82,7 +82,7 @@ export async function startIdp(options: { clientId?: string; clientSecret?: stri
         const action = /<form[^>]*action="([^"]+)"[^>]*method="post"/.exec(html)?.[1];
         if (!action) throw new Error(`the identity provider answered ${response.status} without a form: ${html.slice(0, 500)}`);
         const prompt = /name="prompt" value="(\w+)"/.exec(html)?.[1] ?? "consent";
-        const fields = prompt === "login" ? { prompt, login, password: "any" } : { prompt };
+        const fields: Record<string, string> = prompt === "login" ? { prompt, login, password: "any" } : { prompt };
         url = new URL(action.replace(/&amp;/g, "&"), url).href;
         init = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(fields).toString() };
       }
