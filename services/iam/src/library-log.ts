@@ -10,6 +10,7 @@ const REFUSED_INPUT: { pattern: RegExp; says: string }[] = [
   { pattern: /^If it's a valid URL, please add/, says: "" },
   { pattern: /^Blocked cross-site navigation login attempt/, says: "the auth library refused a cross-site sign-in form" },
   { pattern: /^(User not found|Password not found|Invalid password|Reset Password: User not found|Email is the same)$/, says: "the auth library refused a sign-in or reset: $1" },
+  { pattern: /^Failed to parse state$/, says: "the auth library refused a sign-in callback whose state it did not give this browser" },
 ];
 
 /**

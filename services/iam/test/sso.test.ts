@@ -322,3 +322,13 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     expect(textOf(again.html)).toContain("already claims");
   });
 });
+
+describe("the library's log of a refused SSO callback", () => {
+  it("a state it did not issue is the client's doing: logged at info in our words, not as an error", async () => {
+    const { libraryLogLine } = await import("../src/library-log.js");
+    expect(libraryLogLine("error", "Failed to parse state", [new Error("State mismatch: verification not found")])).toEqual({
+      level: "info",
+      message: "the auth library refused a sign-in callback whose state it did not give this browser",
+    });
+  });
+});
