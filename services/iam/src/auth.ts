@@ -151,7 +151,7 @@ export function createAuth(deps: AuthDeps) {
     // other failure is thrown on to our handler, so the kit answers it as every service does: the
     // database out of reach is 503 UPSTREAM_UNAVAILABLE, anything else a logged 500 (DESIGN §3).
     // (A hook of onAPIError cannot do this: the library swallows what the hook throws.)
-    onAPIError: { throw: true, errorURL: `${config.iamUrl}/sign-in/sso` },
+    onAPIError: { throw: true },
     database: drizzleAdapter(deps.db, {
       provider: "pg",
       transaction: true,

@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
-import { ApiError, type ServiceApp } from "@core/kit";
+import { ApiError, rawRequestOf, type ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary } from "../auth-library.js";
 import { organization, ssoProvider } from "../db/schema.js";
@@ -248,6 +248,22 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} />);
     }),
   );
+
+  // The plugin's OIDC callback, as the library serves it, except where it gives up before it knows
+  // where the sign-in began (a state it did not issue to this browser): the library sends that to
+  // its own bare error page, and the person is better served by the SSO page's sentence and a way
+  // to start again. (The library's global `onAPIError.errorURL` would do it for every route.)
+  app.get("/api/auth/sso/callback/:providerId", async (c) => {
+    const answer = await callAuthLibrary(c, ctx, await rawRequestOf(c));
+    const location = answer.headers.get("location");
+    if (answer.status !== 302 || !location) return answer;
+    const target = new URL(location, ctx.config.iamUrl);
+    if (target.origin !== new URL(ctx.config.iamUrl).origin || target.pathname !== "/api/auth/error") return answer;
+    const error = target.searchParams.get("error") ?? "invalid_state";
+    const moved = new Response(null, answer);
+    moved.headers.set("location", `/sign-in/sso?error=${encodeURIComponent(error.slice(0, 64))}`);
+    return moved;
+  });
 
   app.post(
     "/sign-in/sso",
