@@ -332,3 +332,29 @@ describe("the library's log of a refused SSO callback", () => {
     });
   });
 });
+
+describe("single sign-on configuration", () => {
+  it("reads CORE_SSO_PROVIDER_ORIGINS as origins, refuses anything else, and CORE_RATE_LIMIT_SSO_START", async () => {
+    const { mkdtempSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const { ConfigError, loadCommonConfig } = await import("@core/kit");
+    const { loadIamConfig } = await import("../src/config.js");
+    const dataDir = mkdtempSync(join(tmpdir(), "core-iam-sso-config-"));
+    try {
+      const load = (env: NodeJS.ProcessEnv) => loadIamConfig(loadCommonConfig({ CORE_DATA_DIR: dataDir, ...env }), { CORE_DATA_DIR: dataDir, ...env });
+      expect(load({}).ssoProviderOrigins).toEqual([]);
+      expect(load({}).rateLimits.ssoStart).toBe(10);
+      const set = load({ CORE_SSO_PROVIDER_ORIGINS: "https://login.acme.example, http://localhost:8080/", CORE_RATE_LIMIT_SSO_START: "3" });
+      expect(set.ssoProviderOrigins).toEqual(["https://login.acme.example", "http://localhost:8080"]);
+      expect(set.rateLimits.ssoStart).toBe(3);
+      // IAM's own pages stay on their own trusted origins: the providers' are the library's only
+      expect(set.trustedOrigins).not.toContain("https://login.acme.example");
+      for (const bad of ["login.acme.example", "https://login.acme.example/realms/acme", "ftp://x.example"]) {
+        expect(() => load({ CORE_SSO_PROVIDER_ORIGINS: bad }), bad).toThrow(ConfigError);
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
