@@ -43,7 +43,7 @@ function buildApp() {
 }
 
 const app = buildApp();
-const postJson = (path: string, body: string | Uint8Array) =>
+const postJson = (path: string, body: string | Uint8Array<ArrayBuffer>) =>
   app.request(path, { method: "POST", headers: { "content-type": "application/json" }, body });
 const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string; details: { path: string; message: string; code: string }[] } }).error;
 

@@ -54,10 +54,27 @@ CREATE TABLE "iam"."passkey" (
 	"aaguid" text
 );
 --> statement-breakpoint
+CREATE TABLE "iam"."sso_provider" (
+	"id" text PRIMARY KEY NOT NULL,
+	"issuer" text NOT NULL,
+	"oidc_config" text,
+	"saml_config" text,
+	"user_id" text,
+	"provider_id" text NOT NULL,
+	"organization_id" text,
+	"domain" text NOT NULL,
+	"domain_verified" boolean DEFAULT false NOT NULL,
+	"default_role" text DEFAULT 'member' NOT NULL,
+	CONSTRAINT "sso_provider_provider_id_unique" UNIQUE("provider_id")
+);
+--> statement-breakpoint
 ALTER TABLE "iam"."passkey" ADD CONSTRAINT "passkey_user_id_user_id_fk" FOREIGN KEY ("user_id") REFERENCES "iam"."user"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "iam"."sso_provider" ADD CONSTRAINT "sso_provider_user_id_user_id_fk" FOREIGN KEY ("user_id") REFERENCES "iam"."user"("id") ON DELETE set null ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "iam"."sso_provider" ADD CONSTRAINT "sso_provider_organization_id_organization_id_fk" FOREIGN KEY ("organization_id") REFERENCES "iam"."organization"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "webhook_deliveries_event_endpoint_key" ON "iam"."webhook_deliveries" USING btree ("event_id","endpoint_id");--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_due_idx" ON "iam"."webhook_deliveries" USING btree ("next_attempt_at") WHERE "iam"."webhook_deliveries"."status" = 'pending';--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_endpoint_idx" ON "iam"."webhook_deliveries" USING btree ("endpoint_id","created_at");--> statement-breakpoint
 CREATE INDEX "webhook_events_created_idx" ON "iam"."webhook_events" USING btree ("created_at");--> statement-breakpoint
 CREATE INDEX "passkey_user_id_idx" ON "iam"."passkey" USING btree ("user_id");--> statement-breakpoint
-CREATE UNIQUE INDEX "passkey_credential_id_idx" ON "iam"."passkey" USING btree ("credential_id");
+CREATE UNIQUE INDEX "passkey_credential_id_idx" ON "iam"."passkey" USING btree ("credential_id");--> statement-breakpoint
+CREATE INDEX "sso_provider_organization_id_idx" ON "iam"."sso_provider" USING btree ("organization_id");

@@ -26,6 +26,7 @@ import { profileRoutes } from "./routes/profile.js";
 import { roleRoutes } from "./routes/roles.js";
 import { serviceRoutes } from "./routes/service-auth.js";
 import { sessionRoutes } from "./routes/sessions.js";
+import { ssoRoutes } from "./routes/sso.js";
 import { authLibraryRoutes } from "./routes/auth-library.js";
 import { oauthRoutes } from "./routes/oauth.js";
 import { cliRoutes, requireCliPrincipal } from "./routes/cli.js";
@@ -187,6 +188,7 @@ export function createApp(deps: IamDeps) {
   profileRoutes(app, ctx);
   oauthRoutes(app, ctx);
   cliRoutes(app, ctx);
+  ssoRoutes(app, ctx);
   pageRoutes(app, ctx);
 
   // better-auth's own routes (spec §4.2), after ours so /api/auth/profile stays ours

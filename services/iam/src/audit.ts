@@ -49,7 +49,13 @@ export type AuditAction =
   | "token.revoke"
   | "audit_endpoint.create"
   | "audit_endpoint.delete"
-  | "audit_endpoint.rotate_secret";
+  | "audit_endpoint.rotate_secret"
+  | "auth.sso.start"
+  | "auth.sso.sign_in"
+  | "sso.provider.create"
+  | "sso.provider.update"
+  | "sso.provider.delete"
+  | "sso.provider.approve";
 
 export interface AuditInput {
   action: AuditAction;

@@ -10,6 +10,7 @@ import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
+import { ssoPlugin } from "./sso.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
 
@@ -59,6 +60,21 @@ export const DISABLED_PATHS = [
   "/organization/delete",
   "/open-api/generate-schema",
   "/reference",
+  // single sign-on (sso.ts): owners configure providers through IAM's routes, which wrap these;
+  // domains are approved by operators, not by the plugin's DNS check; OIDC only (no SAML), and
+  // the callback is per provider
+  "/sso/register",
+  "/sso/update-provider",
+  "/sso/delete-provider",
+  "/sso/providers",
+  "/sso/get-provider",
+  "/sso/request-domain-verification",
+  "/sso/verify-domain",
+  "/sso/callback",
+  "/sso/saml2/sp/metadata",
+  "/sso/saml2/sp/acs/:providerId",
+  "/sso/saml2/sp/slo/:providerId",
+  "/sso/saml2/logout/:providerId",
 ];
 
 /**
@@ -85,6 +101,8 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/reset-password": "auth.password_reset",
   "/change-password": "auth.password_change",
   ...PASSKEY_AUDITED,
+  "/sign-in/sso": "auth.sso.start",
+  "/sso/callback/:providerId": "auth.sso.sign_in",
 };
 
 /** Whether a library path's outcome goes to the audit log. */
@@ -126,7 +144,8 @@ export function createAuth(deps: AuthDeps) {
     baseURL: config.iamUrl,
     basePath: "/api/auth",
     secret: config.authSecret,
-    trustedOrigins: config.trustedOrigins,
+    // the SSO plugin talks only to identity providers at trusted origins (ADR 0026)
+    trustedOrigins: [...config.trustedOrigins, ...config.ssoProviderOrigins],
     telemetry: { enabled: false },
     // the library's own messages go to our structured log: refused input at info without the client's text
     logger: libraryLogger(deps.logger),
@@ -150,6 +169,7 @@ export function createAuth(deps: AuthDeps) {
         jwks: schema.jwks,
         rateLimit: schema.rateLimit,
         passkey: schema.passkey,
+        ssoProvider: schema.ssoProvider,
       },
     }),
     emailAndPassword: {
@@ -198,6 +218,7 @@ export function createAuth(deps: AuthDeps) {
         "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         ...Object.fromEntries(PASSKEY_RATE_LIMITED.map((path) => [path, { window: config.rateLimits.windowSeconds, max: config.rateLimits.passkey }])),
+        "/sign-in/sso": { window: config.rateLimits.windowSeconds, max: config.rateLimits.ssoStart },
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -345,6 +366,7 @@ export function createAuth(deps: AuthDeps) {
       passkeyPlugin(config),
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
+      ssoPlugin(),
     ],
   });
 }

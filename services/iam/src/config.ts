@@ -7,6 +7,8 @@ export interface IamConfig {
   trustedOrigins: string[];
   /** where the sign-in pages may send a browser back to besides IAM's own paths: billing's invoice and portal pages (DESIGN §6.11), and the trusted origins */
   returnOrigins: string[];
+  /** origins of the organizations' OpenID Connect providers IAM may talk to (CORE_SSO_PROVIDER_ORIGINS; ADR 0026) */
+  ssoProviderOrigins: string[];
   secureCookies: boolean;
   sessionSeconds: number;
   /** an organization set-up interrupted this long ago is finished or rolled back (longer than any set-up request runs) */
@@ -38,6 +40,8 @@ export interface IamConfig {
     userCodeFailures: number;
     /** passkey ceremonies (options and verification, registration and sign-in) per client and window */
     passkey: number;
+    /** single sign-on starts per client address and window */
+    ssoStart: number;
   };
 }
 
@@ -61,6 +65,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     authSecret,
     trustedOrigins: [new URL(iamUrl).origin, ...extraOrigins],
     returnOrigins: [...new Set([new URL(iamUrl).origin, new URL(common.url("billing")).origin, ...extraOrigins])],
+    ssoProviderOrigins: originsOf(env.CORE_SSO_PROVIDER_ORIGINS, "CORE_SSO_PROVIDER_ORIGINS"),
     secureCookies: !isLocal(iamUrl),
     sessionSeconds: positiveIntEnv(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
     orgSetupRecoveryMs: orgSetupRecoverySeconds(env) * 1000,
@@ -84,6 +89,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       apiKeyFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
       userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
       passkey: positiveIntEnv(env, "CORE_RATE_LIMIT_PASSKEY", 20),
+      ssoStart: positiveIntEnv(env, "CORE_RATE_LIMIT_SSO_START", 10),
     },
   };
 }
@@ -100,4 +106,22 @@ function allowPrivateWebhooks(common: CommonConfig, env: NodeJS.ProcessEnv): boo
   const value = env.CORE_IAM_WEBHOOK_ALLOW_PRIVATE ?? "";
   if (!["", "0", "1"].includes(value)) throw new ConfigError(`CORE_IAM_WEBHOOK_ALLOW_PRIVATE must be 1, 0 or unset, got "${value.slice(0, 40)}"`);
   return value === "" ? !common.databaseUrl : value === "1";
+}
+
+/** A comma-separated list of origins (scheme, host, port), each checked; a path or junk stops start-up. */
+function originsOf(value: string | undefined, name: string): string[] {
+  return (value ?? "")
+    .split(",")
+    .map((o) => o.trim())
+    .filter(Boolean)
+    .map((o) => {
+      let url: URL;
+      try {
+        url = new URL(o);
+      } catch {
+        throw new ConfigError(`${name} must list origins like https://idp.example.com, got ${JSON.stringify(o)}`);
+      }
+      if (!/^https?:$/.test(url.protocol) || url.origin !== o.replace(/\/$/, "")) throw new ConfigError(`${name} must list origins like https://idp.example.com, got ${JSON.stringify(o)}`);
+      return url.origin;
+    });
 }

@@ -12,6 +12,7 @@ const REFUSED_INPUT: { pattern: RegExp; says: string }[] = [
   { pattern: /^(User not found|Password not found|Invalid password|Reset Password: User not found|Email is the same)$/, says: "the auth library refused a sign-in or reset: $1" },
   // the passkey plugin's verifier rejected what the browser sent (another origin, a bad signature), with its text in the error
   { pattern: /^Failed to verify (registration|authentication)$/, says: "the passkey plugin refused a $1 the client sent" },
+  { pattern: /^Failed to parse state$/, says: "the auth library refused a sign-in callback whose state it did not give this browser" },
 ];
 
 /**

@@ -175,6 +175,30 @@ export const apikey = iam.table(
   ],
 );
 
+/**
+ * The SSO plugin's providers (@better-auth/sso): one OpenID Connect provider per organization.
+ * `domain` holds the email domains it owns, comma-separated as the plugin reads them;
+ * `domainVerified` is set by an operator's approval (sso.ts), never by the owner who registers it;
+ * `defaultRole` is the role people join the organization with on their first SSO sign-in.
+ * `oidcConfig` is the plugin's JSON, client secret included: it is never answered back (sso.ts).
+ */
+export const ssoProvider = iam.table(
+  "sso_provider",
+  {
+    id: text("id").primaryKey(),
+    issuer: text("issuer").notNull(),
+    oidcConfig: text("oidc_config"),
+    samlConfig: text("saml_config"),
+    userId: text("user_id").references(() => user.id, { onDelete: "set null" }),
+    providerId: text("provider_id").notNull().unique(),
+    organizationId: text("organization_id").references(() => organization.id, { onDelete: "cascade" }),
+    domain: text("domain").notNull(),
+    domainVerified: boolean("domain_verified").default(false).notNull(),
+    defaultRole: text("default_role").default("member").notNull(),
+  },
+  (t) => [index("sso_provider_organization_id_idx").on(t.organizationId)],
+);
+
 export const jwks = iam.table("jwks", {
   id: text("id").primaryKey(),
   publicKey: text("public_key").notNull(),

@@ -11,6 +11,7 @@ import { account, user } from "../db/schema.js";
 import { pendingInvitationsFor, type InvitationView } from "../invitation-view.js";
 import { membershipsOf, type Membership } from "../organizations.js";
 import { REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
+import { rolesOf } from "../permissions.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
 import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
@@ -241,6 +242,11 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
         <p>
           <a href="/onboarding">Set up {view.memberships.length > 0 ? "another" : "an"} organization</a>
         </p>
+        {view.memberships.some((m) => rolesOf(m.role ?? "").includes("owner")) ? (
+          <p>
+            <a href="/account/sso">Single sign-on for the organizations you own</a>
+          </p>
+        ) : null}
       </section>
 
       <section class="card" aria-labelledby="sessions-heading">

@@ -9,6 +9,7 @@ import { passwordPages } from "./password.js";
 import { passkeyAsset } from "./passkeys.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
+import { ssoPages } from "./sso.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
@@ -28,4 +29,5 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   passwordPages(app, ctx);
   verifyEmailPages(app, ctx);
   invitationPages(app, ctx);
+  ssoPages(app, ctx);
 }

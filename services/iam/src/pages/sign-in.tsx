@@ -71,6 +71,9 @@ function SignInPage(props: { csrf: string; next: string | null; email?: string; 
       </section>
       <PasskeySignIn next={props.next} />
       <p>
+        <a href={`/sign-in/sso${nextQuery}`}>Sign in with your organization's single sign-on</a>
+      </p>
+      <p>
         New to Core? <a href={`/sign-up${nextQuery}`}>Create an account</a>
       </p>
     </Layout>

@@ -39,6 +39,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     orgSetupRecoveryMs: 60_000,
     invitationSeconds: 7 * 86400,
     bootstrapToken: undefined,
+    ssoProviderOrigins: [],
     activationUrl: `${overrides.iamUrl ?? "http://localhost:4100"}/device`,
     deviceCodeSeconds: 600,
     deviceIntervalSeconds: 5,
@@ -58,6 +59,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       apiKeyFailures: 30,
       userCodeFailures: 10,
       passkey: 20,
+      ssoStart: 10,
       ...overrides.rateLimits,
     },
   };
