@@ -1,9 +1,9 @@
-import { eq, isNull, or } from "drizzle-orm";
+import { eq, inArray, isNull, or, type SQL } from "drizzle-orm";
 import { loggableError, type Clock, type Logger } from "@core/kit";
 import type { Db } from "@core/storage";
 import { emitWebhookEvent, WebhookDispatcher, type EndpointStore, type WebhookTables } from "@core/webhooks";
 import type { AuditEvent } from "./audit.js";
-import { auditAttempts, auditDeliveries, auditEndpoints, auditOutbox } from "./db/schema.js";
+import { auditAttempts, auditDeliveries, auditEndpoints, auditOutbox, member, user } from "./db/schema.js";
 
 /**
  * The audit log streamed out (ADR 0027): every audit event, as the audit API answers it, goes to
@@ -45,8 +45,25 @@ export function auditEventJson(event: AuditEvent) {
 /** The webhook event type of an audit action: `audit.<action>` (`audit.auth.sign_in`); any action, no list to keep. */
 export const auditEventType = (action: string) => `audit.${action}`;
 
-/** The endpoints an event of `orgId` may go to: operators' (no organization) and that organization's. */
-const endpointsOf = (orgId: string | null) => (orgId ? or(isNull(auditEndpoints.orgId), eq(auditEndpoints.orgId, orgId)) : isNull(auditEndpoints.orgId));
+/**
+ * The endpoints an event may go to: operators' (no organization) always; an organization's when the
+ * event is in it; and, for an event in no organization about a person (their sign-ins and failed
+ * sign-ins, second factors, passkeys, sessions), each organization that person is a member of: an
+ * organization's security team watches its members' accounts, as the issue's "sign-ins" asks. A
+ * failed sign-in names the address tried (the target), a person acting names themselves (the actor).
+ */
+function endpointsOf(tx: Db, event: AuditEvent): SQL {
+  const operators = isNull(auditEndpoints.orgId);
+  if (event.orgId) return or(operators, eq(auditEndpoints.orgId, event.orgId))!;
+  if (event.actorType === "user" && event.actorId) {
+    return or(operators, inArray(auditEndpoints.orgId, tx.select({ orgId: member.organizationId }).from(member).where(eq(member.userId, event.actorId))))!;
+  }
+  if (event.targetType === "email" && event.targetId) {
+    const theirs = tx.select({ orgId: member.organizationId }).from(member).innerJoin(user, eq(user.id, member.userId)).where(eq(user.email, event.targetId));
+    return or(operators, inArray(auditEndpoints.orgId, theirs))!;
+  }
+  return operators;
+}
 
 /**
  * Writes a just-recorded audit event to the outbox, in the audit write's transaction, with a
@@ -57,7 +74,7 @@ const endpointsOf = (orgId: string | null) => (orgId ? or(isNull(auditEndpoints.
 export async function streamAuditEvent(tx: Db, event: AuditEvent, logger: Logger): Promise<void> {
   try {
     await tx.transaction((savepoint) =>
-      emitWebhookEvent(savepoint, auditWebhookTables, { type: auditEventType(event.action), data: auditEventJson(event), at: new Date(event.at * 1000) }, endpointsOf(event.orgId)),
+      emitWebhookEvent(savepoint, auditWebhookTables, { type: auditEventType(event.action), data: auditEventJson(event), at: new Date(event.at * 1000) }, endpointsOf(savepoint, event)),
     );
   } catch (err) {
     logger.error({ action: event.action, err: loggableError(err) }, "audit event not written to the webhook outbox");

@@ -9,7 +9,7 @@ import { verifyCoreSignature } from "../../../docs/examples/webhook-receiver.mjs
 import { AuditLog } from "../src/audit.js";
 import { auditDispatcher } from "../src/audit-stream.js";
 import { auditEndpoints } from "../src/db/schema.js";
-import { call, createIam, joinOrg, operator, signUp, tenantOrg, uniqueSlug, type Iam, type Operator } from "./support/harness.js";
+import { call, createIam, joinOrg, operator, signIn, signUp, tenantOrg, uniqueSlug, type Iam, type Operator } from "./support/harness.js";
 
 interface Received {
   path: string;
@@ -322,6 +322,22 @@ describe.each(testDatabases())("audit stream on $name", ({ open }) => {
       expect(data(receivedBy(all)).map((d) => d.targetId).sort()).toEqual([roleA, roleB].sort());
       // the owner's history is theirs to read too
       expect(await deliveriesOf(mine, a.owner)).toHaveLength(1);
+    });
+
+    it("a member's sign-ins and failed sign-ins, which are in no organization, go to each organization of that member and to no other", async () => {
+      const [a, b] = [await tenantOrg(iam, op), await tenantOrg(iam, op)];
+      const person = await joinOrg(iam, a.orgId, a.owner);
+      const [mineA, mineB] = [await endpoint(a.owner, { events: ["audit.auth.sign_in"] }), await endpoint(b.owner, { events: ["audit.auth.sign_in"] })];
+      await signIn(iam, person);
+      const wrong = await call(iam, "POST", "/api/auth/sign-in/email", { headers: { origin: iam.origin }, body: { email: person.email, password: "not-the-password" } });
+      expect(wrong.status).toBe(401);
+      // an address nobody has: operators' endpoints only
+      await call(iam, "POST", "/api/auth/sign-in/email", { headers: { origin: iam.origin }, body: { email: "nobody-at-all@example.com", password: "not-the-password" } });
+      await dispatcher().pass();
+      const data = receivedBy(mineA).map((r) => JSON.parse(r.body).data as { orgId: string | null; outcome: string; actorId: string | null; targetId: string | null });
+      expect(data.map((d) => d.outcome)).toEqual(["success", "failure"]);
+      expect(data.every((d) => d.orgId === null && (d.actorId === person.userId || d.targetId === person.email))).toBe(true);
+      expect(receivedBy(mineB)).toEqual([]);
     });
 
     it("an owner cannot register for another organization, nor see, change or remove endpoints outside their own", async () => {
