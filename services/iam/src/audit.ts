@@ -41,7 +41,15 @@ export type AuditAction =
   | "device.token"
   | "token.refresh"
   | "token.refresh_reuse"
-  | "token.revoke";
+  | "token.revoke"
+  | "auth.two_factor.enrol"
+  | "auth.two_factor.enable"
+  | "auth.two_factor.disable"
+  | "auth.two_factor.verify"
+  | "auth.two_factor.backup_code"
+  | "auth.two_factor.backup_codes_regenerate"
+  | "auth.two_factor.secret_view"
+  | "policy.update";
 
 export interface AuditInput {
   action: AuditAction;

@@ -10,6 +10,7 @@ import type { AuditInput, AuditLog } from "./audit.js";
 import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
+import { signInMethodOf, TWO_FACTOR_PAGE, twoFactorHooks, twoFactorPlugin } from "./two-factor.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
@@ -83,13 +84,19 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/request-password-reset": "auth.password_reset.request",
   "/reset-password": "auth.password_reset",
   "/change-password": "auth.password_change",
+  "/two-factor/enable": "auth.two_factor.enrol",
+  "/two-factor/get-totp-uri": "auth.two_factor.secret_view",
+  "/two-factor/verify-totp": "auth.two_factor.verify",
+  "/two-factor/verify-backup-code": "auth.two_factor.backup_code",
+  "/two-factor/disable": "auth.two_factor.disable",
+  "/two-factor/generate-backup-codes": "auth.two_factor.backup_codes_regenerate",
 };
 
 /** Whether a library path's outcome goes to the audit log. */
 export const isAuditedLibraryPath = (path: string) => path in AUDITED || path.startsWith("/organization/");
 
 /** Library paths after which sessions or permissions may have changed: IAM's caches are dropped. */
-const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
+const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key|two-factor)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
 
 /**
  * list-sessions answers each session without its token: a token is a bearer credential, and one
@@ -119,6 +126,16 @@ export function createAuth(deps: AuthDeps) {
   const { config } = deps;
   // sign-out deletes the session, and a reset needs none, before the after hook runs: who it was is noted on the way
   const actingUser = new WeakMap<object, string>();
+  const twoFactorSteps = twoFactorHooks({
+    db: deps.db,
+    audit: deps.audit,
+    noteActor: (request, userId) => actingUser.set(request, userId),
+    headersOf: (ctx) => {
+      const headers = ctx.headers ?? ctx.request?.headers;
+      return { ip: headers?.get(CLIENT_IP_HEADER) ?? null, userAgent: headers?.get("user-agent") ?? null, requestId: headers?.get(REQUEST_ID_HEADER) ?? null };
+    },
+    codePage: (next) => `${TWO_FACTOR_PAGE}?next=${encodeURIComponent(next)}`,
+  });
   return betterAuth({
     appName: "Core",
     baseURL: config.iamUrl,
@@ -147,6 +164,7 @@ export function createAuth(deps: AuthDeps) {
         apikey: schema.apikey,
         jwks: schema.jwks,
         rateLimit: schema.rateLimit,
+        twoFactor: schema.twoFactor,
       },
     }),
     emailAndPassword: {
@@ -177,7 +195,14 @@ export function createAuth(deps: AuthDeps) {
     },
     // verification identifiers (password-reset tokens among them) are stored hashed, like magic-link tokens
     verification: { storeIdentifier: "hashed" },
-    session: { expiresIn: config.sessionSeconds },
+    session: {
+      expiresIn: config.sessionSeconds,
+      // how the session was made (two-factor.ts), for the organization policy; set by our hook only
+      additionalFields: {
+        signInMethod: { type: "string", required: false, input: false },
+        ssoProviderId: { type: "string", required: false, input: false },
+      },
+    },
     rateLimit: {
       enabled: config.rateLimits.enabled,
       storage: "database",
@@ -194,6 +219,13 @@ export function createAuth(deps: AuthDeps) {
         "/reset-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        // codes and what changes the second factor (the plugin's own rule is 3 in 10 s)
+        ...Object.fromEntries(
+          ["/two-factor/verify-totp", "/two-factor/verify-backup-code", "/two-factor/enable", "/two-factor/disable", "/two-factor/get-totp-uri", "/two-factor/generate-backup-codes"].map((path) => [
+            path,
+            { window: config.rateLimits.windowSeconds, max: config.rateLimits.twoFactor },
+          ]),
+        ),
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -206,6 +238,13 @@ export function createAuth(deps: AuthDeps) {
     },
     databaseHooks: {
       session: {
+        create: {
+          // how the session was made: the library path that creates it (two-factor.ts)
+          before: async (created, ctx) => {
+            const method = await signInMethodOf(ctx, (created as { signInMethod?: string | null }).signInMethod);
+            if (method) return { data: { ...created, ...method } };
+          },
+        },
         update: {
           // The library refreshes a session it reads once it is a day old: expiry = now + CORE_SESSION_SECONDS.
           // A CLI access token (one with a refresh token) keeps its own expiry (CORE_ACCESS_TOKEN_SECONDS):
@@ -240,14 +279,16 @@ export function createAuth(deps: AuthDeps) {
       },
     },
     hooks: {
+      before: createAuthMiddleware(async (ctx) => twoFactorSteps.before(ctx)),
       after: createAuthMiddleware(async (ctx) => {
         if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
+        const replaced = await twoFactorSteps.after(ctx);
         if (ctx.path === "/list-sessions" && Array.isArray(ctx.context.returned)) {
           const current = (ctx.context.session as { session?: { id: string } } | null)?.session?.id;
           return ctx.json(withoutTokens(ctx.context.returned, current));
         }
         const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
-        if (!action) return;
+        if (!action) return replaced;
         const returned = ctx.context.returned;
         // redirects (magic-link and email verify) are thrown as 302 APIErrors: successes, unless they carry ?error=
         const location = redirectTarget(returned);
@@ -278,6 +319,7 @@ export function createAuth(deps: AuthDeps) {
                 : {}),
           },
         });
+        return replaced;
       }),
     },
     plugins: [
@@ -337,6 +379,7 @@ export function createAuth(deps: AuthDeps) {
         jwt: { issuer: config.iamUrl, audience: "iam", expirationTime: "5m" },
         disableSettingJwtHeader: true,
       }),
+      twoFactorPlugin(),
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
     ],

@@ -34,6 +34,8 @@ export interface IamConfig {
     apiKeyFailures: number;
     /** wrong user codes entered on the activation page, per user and window */
     userCodeFailures: number;
+    /** two-factor requests (codes, enrolment, disable, backup codes) per client address, route and window */
+    twoFactor: number;
   };
 }
 
@@ -78,6 +80,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       magicLink: positiveIntEnv(env, "CORE_RATE_LIMIT_MAGIC_LINK", 5),
       apiKeyFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_APIKEY_FAILURES", 30),
       userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
+      twoFactor: positiveIntEnv(env, "CORE_RATE_LIMIT_TWO_FACTOR", 5),
     },
   };
 }

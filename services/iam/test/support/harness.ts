@@ -56,6 +56,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       magicLink: 5,
       apiKeyFailures: 30,
       userCodeFailures: 10,
+      twoFactor: 5,
       ...overrides.rateLimits,
     },
   };
