@@ -8,6 +8,7 @@ import { onboardingPages } from "./onboarding.js";
 import { passwordPages } from "./password.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
+import { twoFactorPages } from "./two-factor.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
@@ -26,4 +27,5 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   passwordPages(app, ctx);
   verifyEmailPages(app, ctx);
   invitationPages(app, ctx);
+  twoFactorPages(app, ctx);
 }
