@@ -59,6 +59,9 @@ export const DISABLED_PATHS = [
   "/organization/delete",
   "/open-api/generate-schema",
   "/reference",
+  // two-factor by emailed or texted one-time codes: not offered (TOTP and backup codes are)
+  "/two-factor/send-otp",
+  "/two-factor/verify-otp",
 ];
 
 /**
