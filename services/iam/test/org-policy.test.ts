@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
-import { PageBrowser } from "./support/pages.js";
+import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, sessionCookieOf, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
+import { PageBrowser, textOf } from "./support/pages.js";
 import { secretOfUri, totp } from "./support/totp.js";
 
 /**
@@ -26,7 +26,7 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
     const secret = secretOfUri(enable.body.totpURI);
     const confirmed = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { token: person.token, body: { code: totp(secret, -1) } });
     expect(confirmed.status).toBe(200);
-    return { ...person, token: confirmed.body.token as string, secret };
+    return { ...person, token: confirmed.body.token as string, cookie: sessionCookieOf(confirmed), secret };
   }
 
   const setPolicy = (by: { token: string }, orgId: string, policy: { requireTwoFactor: boolean; requireSso: boolean }) =>
@@ -73,6 +73,24 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
       const key = await createApiKey(iam, owner);
       const byKey = await call(iam, "PUT", `/api/core/organizations/${org.orgId}/policy`, { headers: { "x-api-key": key.key }, body: { requireTwoFactor: false, requireSso: false } });
       expect([401, 403]).toContain(byKey.status);
+    });
+  });
+
+  describe("the policy page", () => {
+    it("shows members the policy and lets an owner who meets it set it", async () => {
+      const org = await tenantOrg(iam, op);
+      const member = await joinOrg(iam, org.orgId, org.owner, "member");
+      const seen = await new PageBrowser(iam, member.cookie).get("/account/organization-policy");
+      expect(textOf(seen.html)).toContain("Two-factor authentication: not required");
+      expect(seen.html).not.toContain('name="requireTwoFactor"');
+      const ownerBrowser = new PageBrowser(iam, org.owner.cookie);
+      const refused = await ownerBrowser.submit("/account/organization-policy", "/account/organization-policy", { requireTwoFactor: "yes" });
+      expect(refused.status).toBe(409);
+      expect(textOf(refused.html)).toContain("Turn on two-factor authentication and sign in with a code before requiring it");
+      const owner = await enrol(org.owner);
+      const saved = await new PageBrowser(iam, owner.cookie).submit("/account/organization-policy", "/account/organization-policy", { requireTwoFactor: "yes" });
+      expect(saved.status).toBe(303);
+      expect((await call(iam, "GET", `/api/core/organizations/${org.orgId}/policy`, { token: owner.token })).body).toEqual({ requireTwoFactor: true, requireSso: false });
     });
   });
 

@@ -9,6 +9,7 @@ import { passwordPages } from "./password.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
 import { twoFactorPages } from "./two-factor.js";
+import { orgPolicyPages } from "./org-policy.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
@@ -28,4 +29,5 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   verifyEmailPages(app, ctx);
   invitationPages(app, ctx);
   twoFactorPages(app, ctx);
+  orgPolicyPages(app, ctx);
 }

@@ -31,6 +31,9 @@ export function TwoFactorSummary(props: { enabled: boolean }) {
       <p>
         <a href={TWO_FACTOR_ACCOUNT_PAGE}>{props.enabled ? "Manage two-factor authentication" : "Set up two-factor authentication"}</a>
       </p>
+      <p>
+        <a href="/account/organization-policy">Your organization's security policy</a>
+      </p>
     </section>
   );
 }

@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { and, eq } from "drizzle-orm";
 import { ApiError, errorResponses, forbidden, jsonBody, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
@@ -64,21 +65,29 @@ export function orgPolicyRoutes(app: ServiceApp, ctx: IamContext) {
       const policy = c.req.valid("json");
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
       if (caller.kind !== "principal" || caller.principal.sessionId === null) throw forbidden("An owner sets the policy from a signed-in session, not with a key or as a service");
-      const roles = await roleIn(orgId, caller.principal.userId);
-      const audit = { action: "policy.update" as const, ...actorOf(c, caller), orgId, targetType: "organization", targetId: orgId };
-      if (!roles?.includes("owner")) {
-        await ctx.audit.record({ ...audit, outcome: "failure", metadata: { reason: "not an owner", ...policy } });
-        throw forbidden("Only the organization's owners set its policy");
-      }
-      await refuseSelfLockout(ctx, caller.principal, orgId, policy);
-      const before = await policyOf(ctx.db, orgId);
-      await setPolicy(ctx.db, orgId, policy, caller.principal.userId, ctx.clock.now());
-      // every cached principal of the organization's members is stale now: IAM at once, other services within seconds
-      ctx.forgetPrincipals();
-      await ctx.audit.record({ ...audit, outcome: "success", metadata: { before, after: policy } });
+      await roleIn(orgId, caller.principal.userId);
+      await updatePolicy(c, ctx, caller.principal, orgId, policy);
       return c.json(policy, 200);
     },
   );
+}
+
+/**
+ * Sets an organization's policy for one of its owners (the route and the page): audited either way,
+ * and every cached principal dropped, so it holds on IAM at once and elsewhere within seconds.
+ */
+export async function updatePolicy(c: Context, ctx: IamContext, principal: Principal, orgId: string, policy: OrgPolicy): Promise<void> {
+  const [row] = await ctx.db.select({ role: member.role }).from(member).where(and(eq(member.organizationId, orgId), eq(member.userId, principal.userId)));
+  const audit = { action: "policy.update" as const, ...actorOf(c, { kind: "principal", principal }), orgId, targetType: "organization", targetId: orgId };
+  if (!rolesOf(row?.role).includes("owner")) {
+    await ctx.audit.record({ ...audit, outcome: "failure", metadata: { reason: "not an owner", ...policy } });
+    throw forbidden("Only the organization's owners set its policy");
+  }
+  await refuseSelfLockout(ctx, principal, orgId, policy);
+  const before = await policyOf(ctx.db, orgId);
+  await setPolicy(ctx.db, orgId, policy, principal.userId, ctx.clock.now());
+  ctx.forgetPrincipals();
+  await ctx.audit.record({ ...audit, outcome: "success", metadata: { before, after: policy } });
 }
 
 /**
