@@ -285,13 +285,17 @@ export function createAuth(deps: AuthDeps) {
       before: createAuthMiddleware(async (ctx) => twoFactorSteps.before(ctx)),
       after: createAuthMiddleware(async (ctx) => {
         if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
-        const replaced = await twoFactorSteps.after(ctx);
+        // a magic link held at the second step is a redirect thrown by the hook: audited first, then thrown on
+        const replaced = await twoFactorSteps.after(ctx).catch((held: unknown) => {
+          if (!isAPIError(held)) throw held;
+          return { held };
+        });
         if (ctx.path === "/list-sessions" && Array.isArray(ctx.context.returned)) {
           const current = (ctx.context.session as { session?: { id: string } } | null)?.session?.id;
           return ctx.json(withoutTokens(ctx.context.returned, current));
         }
         const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
-        if (!action) return replaced;
+        if (!action) return replaced && typeof replaced === "object" && "held" in replaced ? Promise.reject(replaced.held) : replaced;
         const returned = ctx.context.returned;
         // redirects (magic-link and email verify) are thrown as 302 APIErrors: successes, unless they carry ?error=
         const location = redirectTarget(returned);
@@ -322,6 +326,7 @@ export function createAuth(deps: AuthDeps) {
                 : {}),
           },
         });
+        if (replaced && typeof replaced === "object" && "held" in replaced) throw replaced.held;
         return replaced;
       }),
     },

@@ -195,6 +195,7 @@ export function twoFactorHooks(deps: TwoFactorHookDeps & { codePage: (next: stri
     if (!created?.user || !(created.user as { twoFactorEnabled?: boolean }).twoFactorEnabled) return undefined;
     const returned = ctx.context.returned;
     const location = isAPIError(returned) ? ((returned as { headers?: Headers }).headers?.get?.("location") ?? null) : null;
+    if (ctx.request) deps.noteActor(ctx.request, created.user.id);
     // the link was good: its session is withdrawn until the code is given, as the plugin does for passwords
     deleteSessionCookie(ctx, true);
     await ctx.context.internalAdapter.deleteSession(created.session.token);

@@ -131,6 +131,7 @@ describe.each(testDatabases())("two-factor on $name", ({ open }) => {
     expect(landed.location).toMatch(/^\/sign-in\/two-factor\?next=/);
     expect(browser.cookies.has("better-auth.session_token")).toBe(false);
     expect(browser.cookies.has("better-auth.two_factor")).toBe(true);
+    expect(await auditOf("auth.magic_link.verify", ada.userId)).toContainEqual(expect.objectContaining({ outcome: "success" }));
     const done = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { cookie: browser.cookieHeader, body: { code: totp(ada.secret) } });
     expect(done.status).toBe(200);
     expect(await methodOf(done.body.token)).toBe("magic_link+totp");
