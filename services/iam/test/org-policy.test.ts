@@ -4,6 +4,7 @@ import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, sessionCookieOf, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { PageBrowser, textOf } from "./support/pages.js";
 import { secretOfUri, totp } from "./support/totp.js";
+import { pollToken, startDeviceLogin } from "./support/device.js";
 
 /**
  * Issue 28: an owner requires two-factor or SSO of every member; a session that does not meet it acts
@@ -138,6 +139,23 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
       // a password-only session of the same person still does not meet it
       const again = await call(iam, "POST", "/api/auth/sign-in/email", { body: { email: member.email, password: PASSWORD } });
       expect(again.body.twoFactorRedirect).toBe(true);
+    });
+
+    it("holds back the CLI login of a member without two-factor, and lets that of an enrolled member act", async () => {
+      const { orgId, member } = await orgRequiringTwoFactor();
+      const cliLogin = async (approver: { token: string }) => {
+        const started = await startDeviceLogin(iam);
+        return { started, approved: await call(iam, "POST", "/oauth/device/authorize", { token: approver.token, body: { user_code: started.user_code } }) };
+      };
+      // the password session may not approve while the policy holds it back
+      const refused = await cliLogin(member);
+      expect(refused.approved.status).toBe(403);
+      const enrolled = await enrol(member);
+      const { started, approved } = await cliLogin(enrolled);
+      expect(approved.status).toBe(200);
+      const tokens = await pollToken(iam, started.device_code);
+      expect(tokens.status).toBe(200);
+      expect((await validate(tokens.body.access_token)).body.principal).toMatchObject({ orgId });
     });
 
     it("excepts API keys and service tokens", async () => {
