@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, sessionCookieOf, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
-import { PageBrowser, textOf } from "./support/pages.js";
-import { secretOfUri, totp } from "./support/totp.js";
+import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
+import { base32Bytes, secretOfUri, totp } from "./support/totp.js";
 import { pollToken, startDeviceLogin } from "./support/device.js";
 
 /**
@@ -119,6 +119,17 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
       const enrolPage = await browser.get("/account/two-factor?required=1");
       expect(enrolPage.status).toBe(200);
       expect(enrolPage.html).toContain("Your organization requires two-factor authentication");
+    });
+
+    it("lets a held-back browser enrol on the pages, and then opens the rest", async () => {
+      const { member } = await orgRequiringTwoFactor();
+      const browser = new PageBrowser(iam, member.cookie);
+      const shown = await browser.submit("/account/two-factor?required=1", "/account/two-factor/enable", { password: PASSWORD });
+      expect(shown.status).toBe(200);
+      const secret = base32Bytes(/id="totp-secret">([^<]+)</.exec(shown.html)![1]!);
+      const confirmed = await browser.post("/account/two-factor/confirm", { ...hiddenFields(shown.html, "/account/two-factor/confirm"), code: totp(secret) });
+      expect(confirmed.status).toBe(200);
+      expect((await browser.get("/account")).status).toBe(200);
     });
 
     it("answers another service's validate-session with a principal that acts nowhere, and the reason", async () => {
