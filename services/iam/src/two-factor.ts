@@ -221,12 +221,25 @@ export type SignInMethod = "password" | "magic_link" | "passkey" | "sso" | "devi
  * two-factor off keeps its method).
  */
 export async function signInMethodOf(
-  ctx: { path?: string; params?: Record<string, string | undefined> | undefined; getSignedCookie?: (name: string, secret: string) => Promise<string | null | false>; context: { secret: string; createAuthCookie: (name: string) => { name: string } } } | null | undefined,
+  ctx:
+    | {
+        path?: string;
+        params?: Record<string, string | undefined> | undefined;
+        getSignedCookie?: (name: string, secret: string) => Promise<string | null | false>;
+        context: { secret: string; createAuthCookie: (name: string) => { name: string }; session?: unknown };
+      }
+    | null
+    | undefined,
   existing: string | null | undefined,
 ): Promise<{ signInMethod: string; ssoProviderId?: string | null } | undefined> {
   const path = ctx?.path;
   if (!path) return undefined;
   switch (path) {
+    case "/change-password": {
+      // signing the other sessions out replaces this one, without carrying its fields: it keeps how it was made
+      const current = (ctx.context.session as { session?: { signInMethod?: string | null; ssoProviderId?: string | null } } | null | undefined)?.session;
+      return current?.signInMethod ? { signInMethod: current.signInMethod, ssoProviderId: current.ssoProviderId ?? null } : undefined;
+    }
     case "/sign-in/email":
     case "/sign-up/email":
       return { signInMethod: "password" };

@@ -152,6 +152,17 @@ describe.each(testDatabases())("two-factor on $name", ({ open }) => {
     expect(await methodOf(plain.body.token)).toBe("password");
   });
 
+  it("keeps how a session was made when a password change signs the others out and replaces it", async () => {
+    const ada = await enrolled();
+    const changed = await call(iam, "POST", "/api/auth/change-password", {
+      token: ada.token,
+      body: { currentPassword: PASSWORD, newPassword: `${PASSWORD}-2`, revokeOtherSessions: true },
+    });
+    expect(changed.status).toBe(200);
+    expect(changed.body.token).not.toBe(ada.token);
+    expect(await methodOf(changed.body.token)).toBe("password+totp");
+  });
+
   it("regenerates backup codes with the password: the old ones stop working", async () => {
     const ada = await enrolled();
     const fresh = await call(iam, "POST", "/api/auth/two-factor/generate-backup-codes", { token: ada.token, body: { password: PASSWORD } });
