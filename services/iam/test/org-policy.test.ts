@@ -205,10 +205,17 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
   });
 
   describe("SSO required", () => {
-    /** The SSO plugin's provider table, as far as the policy reads it (the SSO part of issue 28 makes the real one). */
+    /**
+     * A provider row of the SSO plugin's table (the SSO part of issue 28 makes the table; on a branch
+     * without it, a table with the columns the policy reads and the real one's required ones).
+     */
     async function provider(orgId: string, providerId: string) {
-      await database.db.execute(sql`create table if not exists iam.sso_provider (id text primary key, provider_id text not null unique, organization_id text)`);
-      await database.db.execute(sql`insert into iam.sso_provider (id, provider_id, organization_id) values (${`sso-${providerId}`}, ${providerId}, ${orgId})`);
+      await database.db.execute(
+        sql`create table if not exists iam.sso_provider (id text primary key, issuer text not null, provider_id text not null unique, organization_id text, domain text not null)`,
+      );
+      await database.db.execute(
+        sql`insert into iam.sso_provider (id, issuer, provider_id, organization_id, domain) values (${`sso-${providerId}`}, 'https://idp.example.com', ${providerId}, ${orgId}, 'example.com')`,
+      );
     }
     const markSso = async (token: string, providerId: string) => {
       await database.db.execute(sql`update iam.session set sign_in_method = 'sso', sso_provider_id = ${providerId} where token = ${token}`);
@@ -228,7 +235,7 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
       expect(page.location).toBe(`/sign-in/sso?organization=${org.slug}&next=%2Faccount`);
       expect((await validate(member.token)).body.principal.restriction).toMatchObject({ code: "SSO_REQUIRED", orgId: org.orgId });
       // another organization's provider does not meet it
-      await provider("some-other-org", `${providerId}-other`);
+      await provider((await tenantOrg(iam, op)).orgId, `${providerId}-other`);
       await markSso(member.token, `${providerId}-other`);
       expect((await validate(member.token)).body.principal.restriction?.code).toBe("SSO_REQUIRED");
       await markSso(member.token, providerId);
