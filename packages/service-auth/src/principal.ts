@@ -15,6 +15,17 @@ export const PrincipalSchema = z
     platformStatus: z.enum(["active", "suspended"]).nullable(),
     role: z.string().nullable(),
     permissions: z.array(z.string()),
+    /**
+     * Set when the session does not meet its organization's policy (issue 28, ADR 0023): the
+     * principal then acts in no organization and holds no permission until the person complies.
+     */
+    restriction: z
+      .object({
+        code: z.enum(["TWO_FACTOR_REQUIRED", "SSO_REQUIRED"]),
+        orgId: z.string(),
+        location: z.string().openapi({ description: "the IAM page that resolves it (enrolment, or the organization's SSO sign-in)" }),
+      })
+      .optional(),
   })
   .openapi("Principal");
 

@@ -4,6 +4,17 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
 import { bearerToken, callerOf, guardCaller, holds, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
+import { allowedWhileRestricted, restrictionMessage } from "./org-policy.js";
+
+/**
+ * A session that does not meet its organization's policy may only comply (ADR 0023): anything else
+ * on IAM is 403 FORBIDDEN, its details naming the policy and the page that resolves it.
+ */
+export function refuseRestricted(c: Context, principal: Principal, path = c.req.path): void {
+  const restriction = principal.restriction;
+  if (!restriction || allowedWhileRestricted(path)) return;
+  throw new ApiError(403, "FORBIDDEN", restrictionMessage(restriction.code), { policy: restriction.code, orgId: restriction.orgId, location: restriction.location });
+}
 
 export const SESSION_COOKIES = ["__Secure-better-auth.session_token", "better-auth.session_token"];
 
@@ -62,6 +73,7 @@ async function resolveSession(c: Context, options: SessionOptions): Promise<Sess
   if (!token) throw unauthenticated(options.cookieOnly ? "Sign in first: this route needs a session cookie" : "Sign in first");
   const principal = await options.principals.bySessionToken(token);
   if (!principal) throw unauthenticated("Your session is invalid or has expired");
+  refuseRestricted(c, principal);
   const via = cookieToken ? "cookie" : "bearer";
   if (via === "cookie" && !["GET", "HEAD", "OPTIONS"].includes(c.req.method)) requireTrustedOrigin(c, options.trustedOrigins);
   return { principal, token, via };
@@ -93,6 +105,7 @@ export async function requireCaller(c: Context, resolvers: CredentialResolvers, 
   }
   const caller = await callerOf(c, resolvers);
   if (!caller) throw unauthenticated();
+  if (caller.kind === "principal") refuseRestricted(c, caller.principal);
   return caller;
 }
 

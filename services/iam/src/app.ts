@@ -21,6 +21,7 @@ import { grantRoutes } from "./routes/grants.js";
 import { invitationRoutes } from "./routes/invitations.js";
 import { orgSetupRoutes } from "./routes/org-setup.js";
 import { organizationRoutes } from "./routes/organizations.js";
+import { orgPolicyRoutes } from "./routes/org-policy.js";
 import { platformStatusRoutes } from "./routes/platform-status.js";
 import { profileRoutes } from "./routes/profile.js";
 import { roleRoutes } from "./routes/roles.js";
@@ -179,6 +180,7 @@ export function createApp(deps: IamDeps) {
   serviceRoutes(app, ctx);
   orgSetupRoutes(app, ctx);
   organizationRoutes(app, ctx);
+  orgPolicyRoutes(app, ctx);
   roleRoutes(app, ctx);
   grantRoutes(app, ctx);
   invitationRoutes(app, ctx);

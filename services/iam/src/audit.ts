@@ -55,7 +55,15 @@ export type AuditAction =
   | "sso.provider.create"
   | "sso.provider.update"
   | "sso.provider.delete"
-  | "sso.provider.approve";
+  | "sso.provider.approve"
+  | "auth.two_factor.enrol"
+  | "auth.two_factor.enable"
+  | "auth.two_factor.disable"
+  | "auth.two_factor.verify"
+  | "auth.two_factor.backup_code"
+  | "auth.two_factor.backup_codes_regenerate"
+  | "auth.two_factor.secret_view"
+  | "policy.update";
 
 export interface AuditInput {
   action: AuditAction;

@@ -23,6 +23,9 @@ const PUBLIC = new Set([
   "/jwks",
   "/ok",
   "/error",
+  // the second step of signing in: the two-factor cookie of the first step, no session yet
+  "/two-factor/verify-totp",
+  "/two-factor/verify-backup-code",
 ]);
 
 /** Routes that answer a redirect to their callback URL instead of JSON when given one. */
@@ -92,6 +95,19 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
       ...operation.responses,
       "200": { description: "The caller's passkeys", content: { "application/json": { schema: { type: "array", items: { $ref: "#/components/schemas/AuthPasskey" } } } } },
     };
+  },
+  // two-factor.ts: our layer's additions to the plugin's routes
+  "/two-factor/disable": (operation) => {
+    operation.description = "Turn two-factor off: the password and a code (TOTP or an unused backup code) are both required";
+    const schema = (operation.requestBody as { content?: { "application/json"?: { schema?: { properties?: Json; required?: string[] } } } } | undefined)?.content?.["application/json"]?.schema;
+    if (schema) {
+      schema.properties = { ...schema.properties, code: { type: "string", description: "A current TOTP code or an unused backup code" } };
+      schema.required = [...(schema.required ?? []), "code"];
+    }
+  },
+  "/two-factor/verify-totp": (operation) => {
+    operation.description =
+      "Check a TOTP code: with the two-factor cookie of a password or magic-link sign-in it completes the sign-in; with a session it confirms enrolment. A code (or an older one) accepted before is refused with TOTP_CODE_REUSED";
   },
   "/revoke-session": (operation) => {
     operation.description = "Revoke a session by its token (the caller's own: list-sessions shows no tokens); revoke another by id with DELETE /api/sessions/{id}";

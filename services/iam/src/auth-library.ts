@@ -3,7 +3,8 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, clientIpOf, errorResponse, upstreamUnavailable, withRequestId, type ErrorCode } from "@core/kit";
 import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
-import { sessionTokenFromCookie } from "./access.js";
+import { refuseRestricted, sessionTokenFromCookie } from "./access.js";
+import { allowedWhileRestricted } from "./org-policy.js";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { isOutage, OUTAGE_RETRY_SECONDS } from "./outage.js";
@@ -57,6 +58,8 @@ export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Re
   headers.set(CLIENT_IP_HEADER, clientIpOf(c));
   headers.set(REQUEST_ID_HEADER, requestId);
   headers.delete(ACTOR_HEADER);
+  const restricted = await restrictedRefusal(c, deps, new URL(request.url).pathname);
+  if (restricted) return withRequestId(c, errorResponse(c, restricted));
   const actor = isAuditedLibraryPath(new URL(request.url).pathname.slice("/api/auth".length)) ? await sessionUserOf(c, deps) : null;
   if (actor) headers.set(ACTOR_HEADER, actor);
   if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
@@ -111,6 +114,20 @@ async function withErrorBody(c: Context, deps: LibraryDeps, response: Response):
   const code = EMPTY_ERROR_CODES[response.status] ?? "REFUSED";
   const message = response.status === 401 ? "Sign in first: this route needs a session" : response.statusText || "The request was refused";
   return errorResponse(c, new ApiError(response.status as ContentfulStatusCode, code, message));
+}
+
+/** A session held back by its organization's policy may use only the library routes that let it comply (ADR 0023). */
+async function restrictedRefusal(c: Context, deps: LibraryDeps, path: string): Promise<ApiError | null> {
+  const token = sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c);
+  if (!token || token.length > MAX_CREDENTIAL_LENGTH || allowedWhileRestricted(path)) return null;
+  const principal = await deps.principals.bySessionToken(token);
+  if (!principal?.restriction) return null;
+  try {
+    refuseRestricted(c, principal, path);
+    return null;
+  } catch (err) {
+    return err as ApiError;
+  }
 }
 
 /** The user of the request's session (cookie, else bearer token), for the audit log; null without one. */

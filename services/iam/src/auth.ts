@@ -11,6 +11,7 @@ import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
 import { ssoPlugin } from "./sso.js";
+import { signInMethodOf, TWO_FACTOR_PAGE, twoFactorHooks, twoFactorPlugin } from "./two-factor.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
 
@@ -75,6 +76,9 @@ export const DISABLED_PATHS = [
   "/sso/saml2/sp/acs/:providerId",
   "/sso/saml2/sp/slo/:providerId",
   "/sso/saml2/logout/:providerId",
+  // two-factor by emailed or texted one-time codes: not offered (TOTP and backup codes are)
+  "/two-factor/send-otp",
+  "/two-factor/verify-otp",
 ];
 
 /**
@@ -103,13 +107,19 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   ...PASSKEY_AUDITED,
   "/sign-in/sso": "auth.sso.start",
   "/sso/callback/:providerId": "auth.sso.sign_in",
+  "/two-factor/enable": "auth.two_factor.enrol",
+  "/two-factor/get-totp-uri": "auth.two_factor.secret_view",
+  "/two-factor/verify-totp": "auth.two_factor.verify",
+  "/two-factor/verify-backup-code": "auth.two_factor.backup_code",
+  "/two-factor/disable": "auth.two_factor.disable",
+  "/two-factor/generate-backup-codes": "auth.two_factor.backup_codes_regenerate",
 };
 
 /** Whether a library path's outcome goes to the audit log. */
 export const isAuditedLibraryPath = (path: string) => path in AUDITED || path.startsWith("/organization/");
 
 /** Library paths after which sessions or permissions may have changed: IAM's caches are dropped. */
-const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
+const CHANGES_PRINCIPALS = /^\/(organization|revoke|api-key|two-factor)\b|^\/(sign-out|reset-password|change-password|magic-link\/verify)$/;
 
 /**
  * list-sessions answers each session without its token: a token is a bearer credential, and one
@@ -139,6 +149,16 @@ export function createAuth(deps: AuthDeps) {
   const { config } = deps;
   // sign-out deletes the session, and a reset needs none, before the after hook runs: who it was is noted on the way
   const actingUser = new WeakMap<object, string>();
+  const twoFactorSteps = twoFactorHooks({
+    db: deps.db,
+    audit: deps.audit,
+    noteActor: (request, userId) => actingUser.set(request, userId),
+    headersOf: (ctx) => {
+      const headers = ctx.headers ?? ctx.request?.headers;
+      return { ip: headers?.get(CLIENT_IP_HEADER) ?? null, userAgent: headers?.get("user-agent") ?? null, requestId: headers?.get(REQUEST_ID_HEADER) ?? null };
+    },
+    codePage: (next) => `${TWO_FACTOR_PAGE}?next=${encodeURIComponent(next)}`,
+  });
   return betterAuth({
     appName: "Core",
     baseURL: config.iamUrl,
@@ -170,6 +190,7 @@ export function createAuth(deps: AuthDeps) {
         rateLimit: schema.rateLimit,
         passkey: schema.passkey,
         ssoProvider: schema.ssoProvider,
+        twoFactor: schema.twoFactor,
       },
     }),
     emailAndPassword: {
@@ -200,7 +221,14 @@ export function createAuth(deps: AuthDeps) {
     },
     // verification identifiers (password-reset tokens among them) are stored hashed, like magic-link tokens
     verification: { storeIdentifier: "hashed" },
-    session: { expiresIn: config.sessionSeconds },
+    session: {
+      expiresIn: config.sessionSeconds,
+      // how the session was made (two-factor.ts), for the organization policy; set by our hook only
+      additionalFields: {
+        signInMethod: { type: "string", required: false, input: false },
+        ssoProviderId: { type: "string", required: false, input: false },
+      },
+    },
     rateLimit: {
       enabled: config.rateLimits.enabled,
       storage: "database",
@@ -219,6 +247,13 @@ export function createAuth(deps: AuthDeps) {
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         ...Object.fromEntries(PASSKEY_RATE_LIMITED.map((path) => [path, { window: config.rateLimits.windowSeconds, max: config.rateLimits.passkey }])),
         "/sign-in/sso": { window: config.rateLimits.windowSeconds, max: config.rateLimits.ssoStart },
+        // codes and what changes the second factor (the plugin's own rule is 3 in 10 s)
+        ...Object.fromEntries(
+          ["/two-factor/verify-totp", "/two-factor/verify-backup-code", "/two-factor/enable", "/two-factor/disable", "/two-factor/get-totp-uri", "/two-factor/generate-backup-codes"].map((path) => [
+            path,
+            { window: config.rateLimits.windowSeconds, max: config.rateLimits.twoFactor },
+          ]),
+        ),
       },
     },
     disabledPaths: DISABLED_PATHS,
@@ -231,6 +266,13 @@ export function createAuth(deps: AuthDeps) {
     },
     databaseHooks: {
       session: {
+        create: {
+          // how the session was made: the library path that creates it (two-factor.ts)
+          before: async (created, ctx) => {
+            const method = await signInMethodOf(ctx, (created as { signInMethod?: string | null }).signInMethod);
+            if (method) return { data: { ...created, ...method } };
+          },
+        },
         update: {
           // The library refreshes a session it reads once it is a day old: expiry = now + CORE_SESSION_SECONDS.
           // A CLI access token (one with a refresh token) keeps its own expiry (CORE_ACCESS_TOKEN_SECONDS):
@@ -265,14 +307,20 @@ export function createAuth(deps: AuthDeps) {
       },
     },
     hooks: {
+      before: createAuthMiddleware(async (ctx) => twoFactorSteps.before(ctx)),
       after: createAuthMiddleware(async (ctx) => {
         if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
+        // a magic link held at the second step is a redirect thrown by the hook: audited first, then thrown on
+        const replaced = await twoFactorSteps.after(ctx).catch((held: unknown) => {
+          if (!isAPIError(held)) throw held;
+          return { held };
+        });
         if (ctx.path === "/list-sessions" && Array.isArray(ctx.context.returned)) {
           const current = (ctx.context.session as { session?: { id: string } } | null)?.session?.id;
           return ctx.json(withoutTokens(ctx.context.returned, current));
         }
         const action = AUDITED[ctx.path] ?? (ctx.path.startsWith("/organization/") ? "organization.library_action" : undefined);
-        if (!action) return;
+        if (!action) return replaced && typeof replaced === "object" && "held" in replaced ? Promise.reject(replaced.held) : replaced;
         const returned = ctx.context.returned;
         // redirects (magic-link and email verify) are thrown as 302 APIErrors: successes, unless they carry ?error=
         const location = redirectTarget(returned);
@@ -304,6 +352,8 @@ export function createAuth(deps: AuthDeps) {
                 : {}),
           },
         });
+        if (replaced && typeof replaced === "object" && "held" in replaced) throw replaced.held;
+        return replaced;
       }),
     },
     plugins: [
@@ -364,6 +414,7 @@ export function createAuth(deps: AuthDeps) {
         disableSettingJwtHeader: true,
       }),
       passkeyPlugin(config),
+      twoFactorPlugin(),
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
       ssoPlugin(),

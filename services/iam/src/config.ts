@@ -42,6 +42,8 @@ export interface IamConfig {
     passkey: number;
     /** single sign-on starts per client address and window */
     ssoStart: number;
+    /** two-factor requests (codes, enrolment, disable, backup codes) per client address, route and window */
+    twoFactor: number;
   };
 }
 
@@ -90,6 +92,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       userCodeFailures: positiveIntEnv(env, "CORE_RATE_LIMIT_USER_CODE_FAILURES", 10),
       passkey: positiveIntEnv(env, "CORE_RATE_LIMIT_PASSKEY", 20),
       ssoStart: positiveIntEnv(env, "CORE_RATE_LIMIT_SSO_START", 10),
+      twoFactor: positiveIntEnv(env, "CORE_RATE_LIMIT_TWO_FACTOR", 5),
     },
   };
 }

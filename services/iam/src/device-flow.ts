@@ -266,6 +266,8 @@ export class DeviceFlow {
         ipAddress: requester.ip,
         userAgent: requester.userAgent?.slice(0, 256) ?? CLI_CLIENT_ID,
         activeOrganizationId,
+        // approved in a browser whose session met the second factor if the user has one (two-factor.ts)
+        signInMethod: "device",
       });
       await tx.insert(refreshTokens).values({
         id: newId("rft"),

@@ -4,6 +4,7 @@ import { unixSeconds, type Clock } from "@core/kit";
 import { ReadBatcher, rowsOf, type Db } from "@core/storage";
 import { IAM_POSITIVE_TTL_MS, NEGATIVE_TTL_MS, TtlCache, type Principal } from "@core/service-auth";
 import { effectivePermissions, effectiveRole, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
+import { restricted, unmetPolicy, type OrgPolicy } from "./org-policy.js";
 
 /** What a user's membership in one organization contributes to a principal. */
 interface Membership {
@@ -14,6 +15,9 @@ interface Membership {
   roles: string[];
   overrides: Map<string, string[]>;
   grants: GrantLike[];
+  slug: string;
+  /** what the organization requires of its members' sessions (org-policy.ts) */
+  policy: OrgPolicy;
 }
 
 interface MembershipRow {
@@ -24,6 +28,9 @@ interface MembershipRow {
   member_role: string;
   overrides: { role: string; permissions: string[] }[] | null;
   grants: { permission: string; granted: boolean; expiresAt: number | string | null }[] | null;
+  slug: string;
+  require_two_factor: boolean | null;
+  require_sso: boolean | null;
 }
 
 interface SessionRow {
@@ -33,6 +40,9 @@ interface SessionRow {
   userId: string;
   email: string;
   orgId: string | null;
+  signInMethod: string | null;
+  ssoProviderId: string | null;
+  twoFactorEnabled: boolean | null;
 }
 
 /** A session without an active organization acts in the user's operator organization, else their oldest. */
@@ -75,6 +85,9 @@ export class PrincipalResolver {
         userId: session.userId,
         email: user.email,
         orgId: sql<string | null>`coalesce(${session.activeOrganizationId}, ${defaultOrganization(sql`${session.userId}`)})`,
+        signInMethod: session.signInMethod,
+        ssoProviderId: session.ssoProviderId,
+        twoFactorEnabled: user.twoFactorEnabled,
       })
       .from(session)
       .innerJoin(user, eq(user.id, session.userId))
@@ -101,7 +114,8 @@ export class PrincipalResolver {
     const hit = this.cachedSessionToken(token);
     if (hit !== undefined) return hit;
     const row = await this.sessions.load(token);
-    const principal = row
+    const membership = row?.orgId ? await this.membership(row.userId, row.orgId) : null;
+    let principal = row
       ? this.build({
           type: "user",
           userId: row.userId,
@@ -109,9 +123,14 @@ export class PrincipalResolver {
           sessionId: row.sessionId,
           apiKeyId: null,
           expiresAt: iso(row.expiresAt),
-          membership: row.orgId ? await this.membership(row.userId, row.orgId) : null,
+          membership,
         })
       : null;
+    // a session that does not meet its organization's policy acts nowhere until it does (org-policy.ts)
+    if (principal && row && membership && (membership.policy.requireTwoFactor || membership.policy.requireSso)) {
+      const unmet = await unmetPolicy(this.db, membership.policy, membership.orgId, { signInMethod: row.signInMethod, ssoProviderId: row.ssoProviderId, twoFactorEnabled: row.twoFactorEnabled === true });
+      if (unmet) principal = restricted(principal, unmet, membership.orgId, membership.slug);
+    }
     this.principals.set(token, principal, principal ? this.ttl.positiveMs : this.ttl.negativeMs);
     return principal;
   }
@@ -145,7 +164,8 @@ export class PrincipalResolver {
     const hit = this.memberships.get(key);
     if (hit !== undefined) return hit;
     const result = await this.db.execute(sql`
-      select o.id as org_id, o.org_type, o.platform_id, ps.status as platform_status, m.role as member_role,
+      select o.id as org_id, o.slug, o.org_type, o.platform_id, ps.status as platform_status, m.role as member_role,
+             op.require_two_factor, op.require_sso,
              (select json_agg(json_build_object('role', rm.role, 'permissions', rm.permissions))
                 from iam.role_mappings rm where rm.org_id = o.id) as overrides,
              (select json_agg(json_build_object('permission', g.permission, 'granted', g.granted, 'expiresAt', g.expires_at))
@@ -153,6 +173,7 @@ export class PrincipalResolver {
         from iam.member m
         join iam.organization o on o.id = m.organization_id
         left join iam.platform_status ps on ps.platform_id = o.platform_id
+        left join iam.org_policies op on op.org_id = o.id
        where m.user_id = ${userId} and m.organization_id = ${orgId}`);
     const row = rowsOf<MembershipRow>(result)[0];
     const membership: Membership | null = row
@@ -164,13 +185,15 @@ export class PrincipalResolver {
           roles: rolesOf(row.member_role),
           overrides: new Map((row.overrides ?? []).map((o) => [o.role, o.permissions] as const)),
           grants: (row.grants ?? []).map((g) => ({ ...g, expiresAt: g.expiresAt === null ? null : Number(g.expiresAt) })),
+          slug: row.slug,
+          policy: { requireTwoFactor: row.require_two_factor === true, requireSso: row.require_sso === true },
         }
       : null;
     this.memberships.set(key, membership, membership ? this.ttl.positiveMs : this.ttl.negativeMs);
     return membership;
   }
 
-  private build(input: Omit<Principal, "orgId" | "orgType" | "platformId" | "platformStatus" | "role" | "permissions"> & { membership: Membership | null }): Principal {
+  private build(input: Omit<Principal, "orgId" | "orgType" | "platformId" | "platformStatus" | "role" | "permissions" | "restriction"> & { membership: Membership | null }): Principal {
     const { membership: m, ...identity } = input;
     return {
       ...identity,

@@ -22,6 +22,8 @@ export const user = iam.table("user", {
   image: text("image"),
   createdAt: ts("created_at").defaultNow().notNull(),
   updatedAt: ts("updated_at").defaultNow().notNull(),
+  // the two-factor plugin's field: TOTP confirmed (two-factor.ts)
+  twoFactorEnabled: boolean("two_factor_enabled").default(false),
 });
 
 export const session = iam.table(
@@ -39,6 +41,10 @@ export const session = iam.table(
       .notNull()
       .references(() => user.id, { onDelete: "cascade" }),
     activeOrganizationId: text("active_organization_id"),
+    /** how the session was made (sign-in-method.ts): password, password+totp, magic_link, passkey, sso, device…; null for older sessions */
+    signInMethod: text("sign_in_method"),
+    /** the SSO provider a session signed in through (organization policy: "meets SSO") */
+    ssoProviderId: text("sso_provider_id"),
   },
   (t) => [index("session_user_id_idx").on(t.userId)],
 );
@@ -208,6 +214,23 @@ export const jwks = iam.table("jwks", {
   alg: text("alg"),
   crv: text("crv"),
 });
+
+/** The two-factor plugin's TOTP secret and backup codes, both encrypted with the auth secret. */
+export const twoFactor = iam.table(
+  "two_factor",
+  {
+    id: text("id").primaryKey(),
+    secret: text("secret").notNull(),
+    backupCodes: text("backup_codes").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    verified: boolean("verified").default(true),
+    failedVerificationCount: integer("failed_verification_count").default(0),
+    lockedUntil: ts("locked_until"),
+  },
+  (t) => [index("two_factor_user_id_idx").on(t.userId), index("two_factor_secret_idx").on(t.secret)],
+);
 
 export const rateLimit = iam.table("rate_limit", {
   id: text("id").primaryKey(),
@@ -387,3 +410,25 @@ export const {
   webhookDeliveries: auditDeliveries,
   webhookAttempts: auditAttempts,
 } = webhookTables(iam, { orgId: text("org_id") });
+
+/**
+ * The last TOTP time step accepted per user (two-factor.ts): the plugin accepts a code for three
+ * 30-second steps and does not remember it, so a code seen once is refused for the rest of its window.
+ */
+export const totpSteps = iam.table("totp_steps", {
+  userId: text("user_id")
+    .primaryKey()
+    .references(() => user.id, { onDelete: "cascade" }),
+  lastStep: bigint("last_step", { mode: "number" }).notNull(),
+});
+
+/** What an organization requires of its members' sessions (org-policy.ts); no row is no requirement. */
+export const orgPolicies = iam.table("org_policies", {
+  orgId: text("org_id")
+    .primaryKey()
+    .references(() => organization.id, { onDelete: "cascade" }),
+  requireTwoFactor: boolean("require_two_factor").notNull().default(false),
+  requireSso: boolean("require_sso").notNull().default(false),
+  updatedAt: ts("updated_at").notNull(),
+  updatedBy: text("updated_by"),
+});

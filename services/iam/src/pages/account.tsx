@@ -17,6 +17,7 @@ import { activeSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
 import { libraryRefusal, page, pageSession, redirectWithCookies, render, sessionForm, signInAddress } from "./page.js";
 import { PASSKEY_NOTICES, passkeyAccountRoutes, passkeysOf, PasskeysSection, type PasskeyItem } from "./passkeys.js";
+import { TwoFactorSummary } from "./two-factor.js";
 
 /** What the api-key plugin lists (the key itself is never among it). */
 interface ApiKeyItem {
@@ -35,6 +36,7 @@ interface AccountView {
   emailVerified: boolean;
   /** the account has a password (a magic-link-only account has none) */
   hasPassword: boolean;
+  twoFactorEnabled: boolean;
   /** every organization the viewer is in, the one this session acts in marked */
   memberships: (Membership & { active: boolean })[];
   /** invitations waiting for the viewer's address */
@@ -196,6 +198,8 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
         )}
       </section>
 
+      <TwoFactorSummary enabled={view.twoFactorEnabled} />
+
       <section class="card" aria-labelledby="org-heading" id="organizations">
         <h2 id="org-heading">Organizations</h2>
         {m.orgError ? (
@@ -348,7 +352,7 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
  */
 export function accountPages(app: ServiceApp, ctx: IamContext) {
   async function accountView(c: Context, principal: Principal, viewer: Viewer): Promise<AccountView> {
-    const [row] = await ctx.db.select({ name: user.name, emailVerified: user.emailVerified }).from(user).where(eq(user.id, principal.userId));
+    const [row] = await ctx.db.select({ name: user.name, emailVerified: user.emailVerified, twoFactorEnabled: user.twoFactorEnabled }).from(user).where(eq(user.id, principal.userId));
     if (!row) throw unauthenticated();
     const [password] = await ctx.db
       .select({ id: account.id })
@@ -365,6 +369,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       name: row.name,
       emailVerified: row.emailVerified,
       hasPassword: password !== undefined,
+      twoFactorEnabled: row.twoFactorEnabled === true,
       memberships,
       invitations,
       sessions: await activeSessions(ctx, principal),

@@ -10,6 +10,8 @@ import { passkeyAsset } from "./passkeys.js";
 import { verifyEmailPages } from "./verify-email.js";
 import { signInPages } from "./sign-in.js";
 import { ssoPages } from "./sso.js";
+import { twoFactorPages } from "./two-factor.js";
+import { orgPolicyPages } from "./org-policy.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
@@ -30,4 +32,6 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   verifyEmailPages(app, ctx);
   invitationPages(app, ctx);
   ssoPages(app, ctx);
+  twoFactorPages(app, ctx);
+  orgPolicyPages(app, ctx);
 }

@@ -9,6 +9,7 @@ import type { IamContext } from "../app.js";
 import { browserBinding, CSRF_FIELD, csrfToken, csrfTokenMatches, type CsrfBinding } from "./csrf.js";
 import { MessagePage, type Viewer } from "./layout.js";
 import { isOutage, OUTAGE_RETRY_SECONDS } from "../outage.js";
+import { allowedWhileRestricted } from "../org-policy.js";
 import { REVOKED_NOTICE, REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 
 type Markup = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -218,8 +219,24 @@ export async function libraryRefusal(c: Context, answer: Response): Promise<stri
   return body.message ? `${body.message.replace(/\.$/, "")}.` : "The request could not be completed. Try again.";
 }
 
-/** A handler whose failures become pages (`pageFailure`). */
+/** A handler whose failures become pages (`pageFailure`); a session held back by its organization's policy is sent to comply first (org-policy.ts). */
 export const page =
   (ctx: IamContext, handler: (c: Context) => Promise<Response>) =>
   (c: Context): Promise<Response> =>
-    handler(c).catch((err: unknown) => pageFailure(c, ctx, err));
+    policyDetour(c, ctx)
+      .then((to) => (to ? c.redirect(to, 302) : handler(c)))
+      .catch((err: unknown) => pageFailure(c, ctx, err));
+
+/** Where a GET page sends a session that does not meet its organization's policy, or null. */
+async function policyDetour(c: Context, ctx: IamContext): Promise<string | null> {
+  if (c.req.method !== "GET" || allowedWhileRestricted(c.req.path)) return null;
+  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  const restriction = token ? (await ctx.principals.bySessionToken(token))?.restriction : undefined;
+  if (!restriction) return null;
+  if (restriction.code === "TWO_FACTOR_REQUIRED") return restriction.location;
+  // the provider's sign-in comes back to the page that was asked for
+  const sso = new URL(restriction.location, "http://core.invalid");
+  const asked = new URL(c.req.url);
+  sso.searchParams.set("next", asked.pathname + asked.search);
+  return sso.pathname + sso.search;
+}

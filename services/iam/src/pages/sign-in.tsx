@@ -4,6 +4,7 @@ import { sessionTokenFromCookie } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
+import { TWO_FACTOR_PAGE } from "../two-factor.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
 import { PasskeySignIn } from "./passkeys.js";
 import { browserForm, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
@@ -145,6 +146,10 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
       if (!email || !password) return again(400, "Enter your email address and your password.");
       const answer = await callAuthLibraryAs(c, ctx, "POST", "/sign-in/email", { email, password });
       if (!answer.ok) return again(statusOf(answer), await libraryRefusal(c, answer));
+      // two-factor on: no session yet, the plugin's challenge cookie, and the code page (two-factor.tsx)
+      if (((await answer.clone().json()) as { twoFactorRedirect?: boolean }).twoFactorRedirect) {
+        return redirectWithCookies(c, answer, next ? `${TWO_FACTOR_PAGE}?next=${encodeURIComponent(next)}` : TWO_FACTOR_PAGE);
+      }
       return redirectWithCookies(c, answer, next ?? "/");
     }),
   );

@@ -71,6 +71,8 @@ ul.items li:first-child { border-top: 0; }
 .badge { display: inline-block; font-size: .75rem; font-weight: 700; padding: 0 .5rem; border-radius: 999px; background: #dbeafe; color: #1e3a8a; }
 .badge.warn { background: #fef3c7; color: #78350f; }
 .divider { border: 0; border-top: 1px solid #e5e7eb; margin: 1.25rem 0; }
+.qr svg { display: block; width: 100%; max-width: 13rem; height: auto; background: #fff; }
+ul.backup-codes { list-style: none; padding: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(8rem, 1fr)); gap: .25rem .75rem; }
 @media (max-width: 30rem) {
   main { margin-top: 1rem; padding: 0 .5rem; }
   .card { padding: 1rem; }

@@ -60,6 +60,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       userCodeFailures: 10,
       passkey: 20,
       ssoStart: 10,
+      twoFactor: 5,
       ...overrides.rateLimits,
     },
   };
