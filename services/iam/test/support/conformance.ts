@@ -1,0 +1,228 @@
+import Ajv2020, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+
+/**
+ * Checks a service's answers against its own OpenAPI description (issue 28: a description says
+ * what the server does). The description is OpenAPI 3.1, whose schemas are JSON Schema 2020-12
+ * (OAS 3.1 §4.8.24), so they are validated as such by ajv's 2020-12 validator, with the four
+ * keywords OAS adds to that dialect as annotations. OpenAPI 3.0's `nullable` is not one of them:
+ * a 3.1 client ignores it, so it is reported, and left out of what the answers are checked against
+ * (ajv would otherwise honour it in any dialect).
+ */
+
+type Json = Record<string, any>;
+export interface Described {
+  method: string;
+  path: string;
+  operation: Json;
+}
+
+export interface Answer {
+  status: number;
+  contentType: string;
+  text: string;
+}
+
+/** One way an answer breaks its description. */
+export interface Mismatch {
+  operation: string;
+  status: number;
+  problem: string;
+  /** the request, shortened, for reading the failure */
+  request: string;
+}
+
+const OAS_ANNOTATIONS = ["example", "discriminator", "xml", "externalDocs"];
+// the document's own top-level fields: schemas are reached by JSON pointer into it
+const DOCUMENT_FIELDS = ["openapi", "info", "jsonSchemaDialect", "servers", "paths", "webhooks", "components", "security", "tags"];
+const OAS_31_DIALECT = "https://spec.openapis.org/oas/3.1/dialect/base";
+
+const pointer = (parts: string[]) => parts.map((p) => encodeURIComponent(p.replace(/~/g, "~0").replace(/\//g, "~1"))).join("/");
+const mediaOf = (contentType: string) => contentType.split(";")[0]!.trim().toLowerCase();
+
+export class Conformance {
+  readonly operations: Described[];
+  /** Places where the description is not valid in its own dialect (today: `nullable`). */
+  readonly descriptionProblems: string[] = [];
+  private readonly ajv: Ajv2020;
+  private readonly components: Record<string, Json>;
+  private readonly validators = new Map<string, ValidateFunction>();
+  private readonly matchers: { described: Described; pattern: RegExp; literal: boolean }[];
+
+  constructor(document: Json, private readonly id = "described") {
+    if (!String(document.openapi).startsWith("3.1.")) throw new Error(`an OpenAPI ${document.openapi} description: this checker reads 3.1 (JSON Schema 2020-12)`);
+    const dialect = document.jsonSchemaDialect ?? OAS_31_DIALECT;
+    if (dialect !== OAS_31_DIALECT && dialect !== "https://json-schema.org/draft/2020-12/schema") throw new Error(`an unknown jsonSchemaDialect: ${dialect}`);
+    const copy = structuredClone(document);
+    this.withoutNullable(copy.components ?? {}, "#/components");
+    this.withoutNullable(copy.paths ?? {}, "#/paths");
+    this.components = (copy.components?.schemas ?? {}) as Record<string, Json>;
+    this.ajv = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true, keywords: [...OAS_ANNOTATIONS, ...DOCUMENT_FIELDS] });
+    addFormats(this.ajv);
+    this.ajv.addSchema(copy, id);
+    this.operations = Object.entries(copy.paths as Record<string, Json>).flatMap(([path, item]) =>
+      Object.entries(item)
+        .filter(([method]) => ["get", "post", "put", "patch", "delete"].includes(method))
+        .map(([method, operation]) => ({ method: method.toUpperCase(), path, operation })),
+    );
+    this.matchers = this.operations.map((described) => ({
+      described,
+      literal: !described.path.includes("{"),
+      pattern: new RegExp(`^${described.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{\w+\}/g, "[^/]+")}$`),
+    }));
+  }
+
+  /** `nullable` is OpenAPI 3.0's; in 3.1 null is a type. Reported, and dropped from the copy that is validated against. */
+  private withoutNullable(node: unknown, at: string): void {
+    if (Array.isArray(node)) return node.forEach((child, i) => this.withoutNullable(child, `${at}/${i}`));
+    if (typeof node !== "object" || node === null) return;
+    const object = node as Json;
+    if ("nullable" in object && (typeof object.type === "string" || Array.isArray(object.type) || object.enum)) {
+      this.descriptionProblems.push(`${decodeURIComponent(at)}: "nullable" is not a keyword of OpenAPI 3.1's dialect (say type: [..., "null"])`);
+      delete object.nullable;
+    }
+    for (const [key, child] of Object.entries(object)) this.withoutNullable(child, `${at}/${pointer([key])}`);
+  }
+
+  /** `schema`, or the component it refers to. */
+  resolve(schema: Json | undefined): Json | undefined {
+    let current = schema;
+    for (let i = 0; current?.$ref && i < 10; i++) current = this.components[String(current.$ref).replace("#/components/schemas/", "")];
+    return current;
+  }
+
+  /** The operation a request goes to: a literal path before a templated one, as routers do. */
+  operationOf(method: string, path: string): Described | undefined {
+    const candidates = this.matchers.filter((m) => m.described.method === method && m.pattern.test(path));
+    return (candidates.find((m) => m.literal) ?? candidates[0])?.described;
+  }
+
+  /** What is wrong with `answer` as an answer of `described` (empty when it is what the description says). */
+  check(described: Described, answer: Answer, request: string): Mismatch[] {
+    const name = `${described.method} ${described.path}`;
+    const found: Mismatch[] = [];
+    const mismatch = (problem: string) => found.push({ operation: name, status: answer.status, problem, request });
+    const responses = (described.operation.responses ?? {}) as Record<string, Json>;
+    const key = String(answer.status) in responses ? String(answer.status) : `${String(answer.status)[0]}XX` in responses ? `${String(answer.status)[0]}XX` : "default" in responses ? "default" : null;
+    if (!key) {
+      mismatch(`status ${answer.status} is not described (described: ${Object.keys(responses).join(", ")}); body ${answer.text.slice(0, 200)}`);
+      return found;
+    }
+    const content = responses[key]!.content as Record<string, Json> | undefined;
+    if (!content) {
+      // a described answer without content (a redirect): nothing but the status to keep
+      if (answer.text !== "" && answer.status !== 302 && answer.status !== 303) mismatch(`a body where none is described: ${answer.text.slice(0, 200)}`);
+      return found;
+    }
+    const media = mediaOf(answer.contentType);
+    const listed = Object.keys(content);
+    if (!listed.map(mediaOf).includes(media)) {
+      mismatch(`content type ${answer.contentType || "(none)"} is not described (described: ${listed.join(", ")}); body ${answer.text.slice(0, 200)}`);
+      return found;
+    }
+    if (!/json/.test(media)) return found;
+    let body: unknown;
+    try {
+      body = JSON.parse(answer.text);
+    } catch {
+      mismatch(`a ${media} body that is not JSON: ${answer.text.slice(0, 200)}`);
+      return found;
+    }
+    const mediaKey = listed.find((m) => mediaOf(m) === media)!;
+    if (content[mediaKey]!.schema === undefined) return found;
+    const at = ["paths", described.path, described.method.toLowerCase(), "responses", key, "content", mediaKey, "schema"];
+    const validate = this.validatorOf(at);
+    if (!validate(body)) {
+      // ajv names a keyword inside a component from the document's root, any other from the answer's schema
+      const base = `#/${at.map((p) => p.replace(/~/g, "~0").replace(/\//g, "~1")).join("/")}`;
+      for (const error of validate.errors ?? []) {
+        const where = error.schemaPath.startsWith("#/components/") ? error.schemaPath : `${base}${error.schemaPath.slice(1)}`;
+        mismatch(`${errorText(error)} (schema ${where}); body ${answer.text.slice(0, 300)}`);
+      }
+    }
+    return found;
+  }
+
+  private validatorOf(parts: string[]): ValidateFunction {
+    const ref = `${this.id}#/${pointer(parts)}`;
+    let validate = this.validators.get(ref);
+    if (!validate) {
+      validate = this.ajv.getSchema(ref);
+      if (!validate) throw new Error(`no schema at ${ref}`);
+      this.validators.set(ref, validate);
+    }
+    return validate;
+  }
+}
+
+/** A validator error as words: where in the body, and what the schema asked. */
+function errorText(error: ErrorObject): string {
+  const extra = error.keyword === "additionalProperties" ? ` (${(error.params as { additionalProperty: string }).additionalProperty})` : "";
+  return `body${error.instancePath || "/"} ${error.message}${extra}`;
+}
+
+/** Mismatches as lines of a failure message. */
+export const mismatchLines = (found: Mismatch[]) => found.map((m) => `${m.operation} answered ${m.status}: ${m.problem}\n    after ${m.request}`);
+
+export interface SendOptions {
+  /** a JSON body (sent as text as it is when a string) */
+  body?: unknown;
+  contentType?: string;
+  token?: string;
+  cookie?: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * Requests over real HTTP to a listening service, each answer checked against the description of
+ * the operation it went to; what every operation answered is kept, for the gaps.
+ */
+export class ConformanceClient {
+  readonly mismatches: Mismatch[] = [];
+  /** statuses answered, by operation (`METHOD /path/{template}`) */
+  readonly answered = new Map<string, number[]>();
+
+  constructor(readonly conformance: Conformance, readonly baseUrl: string) {}
+
+  async send(method: string, path: string, options: SendOptions = {}) {
+    const url = new URL(path, this.baseUrl);
+    const headers: Record<string, string> = { origin: new URL(this.baseUrl).origin, ...options.headers };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    if (options.cookie) headers.cookie = options.cookie;
+    let text: string | undefined;
+    if (options.body !== undefined) {
+      text = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+      headers["content-type"] ??= options.contentType ?? "application/json";
+    }
+    const response = await fetch(url, { method, headers, body: text, redirect: "manual", signal: AbortSignal.timeout(30_000) });
+    const answer = { status: response.status, contentType: response.headers.get("content-type") ?? "", text: await response.text() };
+    const request = `${method} ${url.pathname}${url.search.slice(0, 120)}${text === undefined ? "" : ` with ${text.slice(0, 160)}`}${options.token || options.cookie ? "" : " (no credential)"}`;
+    const described = this.conformance.operationOf(method, url.pathname);
+    if (!described) {
+      this.mismatches.push({ operation: `${method} ${url.pathname}`, status: answer.status, problem: "no operation of the description has this method and path", request });
+    } else {
+      const name = `${described.method} ${described.path}`;
+      this.answered.set(name, [...(this.answered.get(name) ?? []), answer.status]);
+      this.mismatches.push(...this.conformance.check(described, answer, request));
+    }
+    let body: any = null;
+    try {
+      body = answer.text ? JSON.parse(answer.text) : null;
+    } catch {
+      body = answer.text;
+    }
+    return { status: answer.status, body, headers: response.headers, text: answer.text };
+  }
+
+  /** Operations that never answered a 2xx or 3xx: no happy path reached them. */
+  withoutHappyPath(): string[] {
+    return this.conformance.operations
+      .map((d) => `${d.method} ${d.path}`)
+      .filter((name) => !(this.answered.get(name) ?? []).some((status) => status < 400));
+  }
+
+  /** The mismatches found since `from` (an index into `mismatches`). */
+  since(from: number): Mismatch[] {
+    return this.mismatches.slice(from);
+  }
+}
