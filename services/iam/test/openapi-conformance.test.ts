@@ -297,11 +297,14 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
       const described = conformance.operations.find((d) => `${d.method} ${d.path}` === name);
       expect(described, `${name} is committed but not served: run npm run openapi`).toBeDefined();
       const from = client.mismatches.length;
+      const accepted: string[] = [];
       for (const request of badRequests(described!, known, conformance)) {
         const who = request.credential ? await liveProber() : undefined;
-        await client.send(described!.method, request.path, { body: request.body, contentType: request.contentType, token: who?.token });
+        const r = await client.send(described!.method, request.path, { body: request.body, contentType: request.contentType, token: who?.token });
+        if (request.mustRefuse && r.status < 400) accepted.push(`${name} answered ${r.status} to ${request.mustRefuse}: ${request.body} → ${r.text.slice(0, 300)}`);
       }
       expect(mismatchLines(client.since(from)).join("\n")).toBe("");
+      expect(accepted.join("\n")).toBe("");
     });
   });
 
@@ -315,6 +318,8 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
 
 interface BadRequest {
   path: string;
+  /** why a 2xx or 3xx answer to it is wrong, when it is */
+  mustRefuse?: string;
   body?: unknown;
   contentType?: string;
   credential: boolean;
@@ -354,13 +359,19 @@ function badRequests(described: Described, known: Record<string, string>, confor
   if (takesBody) {
     requests.push(
       { path: knownPath, credential: true, body: encode({}), contentType: media },
-      { path: knownPath, credential: true, body: "[1]", contentType: "application/json" },
       { path: knownPath, credential: true, body: "not json", contentType: "text/plain" },
     );
     const properties = (schema.properties ?? {}) as Record<string, Json>;
     const resolvedField = (field: Json) => conformance.resolve(field) ?? field;
     if (Object.keys(properties).length) {
-      requests.push({ path: knownPath, credential: true, body: encode(Object.fromEntries(Object.entries(properties).map(([name, field]) => [name, wrong(resolvedField(field))]))), contentType: media });
+      // what the server cannot keep it must refuse (issue 28: update-user kept {"a":1} as "[object Object]")
+      const mustRefuse = "a body whose every field has the wrong type";
+      requests.push({ path: knownPath, credential: true, body: encode(Object.fromEntries(Object.entries(properties).map(([name, field]) => [name, wrong(resolvedField(field))]))), contentType: media, mustRefuse });
+      requests.push({ path: knownPath, credential: true, body: "[1]", contentType: "application/json", mustRefuse: "an array for an object body" });
+      const ids = Object.keys(properties).filter((name) => /^id$|Id$/.test(name) && resolvedField(properties[name]!).type === "string");
+      if (ids.length) {
+        requests.push({ path: knownPath, credential: true, body: encode(Object.fromEntries(ids.map((name) => [name, "no-such-id"]))), contentType: media, mustRefuse: `unknown ids in ${ids.join(", ")}` });
+      }
     }
   }
   return requests;
