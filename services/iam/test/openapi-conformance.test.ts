@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { Conformance, ConformanceClient, mismatchLines, type Described } from "./support/conformance.js";
+import { badRequests, Conformance, ConformanceClient, mismatchLines } from "./support/conformance.js";
 import { PASSWORD, REGISTRY_SECRET, startIamAndRegistry, uniqueEmail, uniqueSlug, type Iam } from "./support/harness.js";
 
 /**
@@ -315,64 +315,3 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     expect(gaps.length).toBeLessThan(conformance.operations.length);
   });
 });
-
-interface BadRequest {
-  path: string;
-  /** why a 2xx or 3xx answer to it is wrong, when it is */
-  mustRefuse?: string;
-  body?: unknown;
-  contentType?: string;
-  credential: boolean;
-}
-
-/**
- * The generic bad requests for one operation: without a credential; with one but no body or query;
- * unknown ids in the path; a body of the wrong type; every described field of the wrong type;
- * query parameters of the wrong type; a body that is not JSON.
- */
-function badRequests(described: Described, known: Record<string, string>, conformance: Conformance): BadRequest[] {
-  const parameters = (described.operation.parameters ?? []) as { name: string; in: string; schema?: Json }[];
-  const pathWith = (value: (name: string) => string, query = "") =>
-    described.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(value(name))) + query;
-  const knownPath = pathWith((name) => known[name] ?? "no-such-id");
-  const unknownPath = pathWith(() => "no-such-id");
-  const takesBody = described.method !== "GET" && described.method !== "DELETE";
-  const media = Object.keys(described.operation.requestBody?.content ?? {})[0] ?? "application/json";
-  const schema = conformance.resolve(described.operation.requestBody?.content?.[media]?.schema) ?? {};
-  const wrong = (field: Json | undefined): unknown => {
-    const type = Array.isArray(field?.type) ? field!.type[0] : field?.type;
-    return type === "string" ? { a: 1 } : type === "object" || type === "array" ? "text" : type === "number" || type === "integer" || type === "boolean" ? "text" : [{ a: 1 }];
-  };
-  const encode = (value: unknown) => (media === "application/x-www-form-urlencoded" && typeof value === "object" && value !== null && !Array.isArray(value)
-    ? new URLSearchParams(Object.entries(value).map(([k, v]): [string, string] => [k, JSON.stringify(v)])).toString()
-    : JSON.stringify(value));
-  const requests: BadRequest[] = [
-    { path: knownPath, credential: false },
-    { path: knownPath, credential: true },
-    ...(unknownPath !== knownPath ? [{ path: unknownPath, credential: true }] : []),
-  ];
-  const query = parameters.filter((p) => p.in === "query");
-  if (query.length) {
-    const wrongQuery = new URLSearchParams(query.map((p): [string, string] => [p.name, p.schema?.type === "string" && !p.schema.enum ? "x".repeat(3000) : "not-a-number"])).toString();
-    requests.push({ path: `${knownPath}?${wrongQuery}`, credential: true });
-  }
-  if (takesBody) {
-    requests.push(
-      { path: knownPath, credential: true, body: encode({}), contentType: media },
-      { path: knownPath, credential: true, body: "not json", contentType: "text/plain" },
-    );
-    const properties = (schema.properties ?? {}) as Record<string, Json>;
-    const resolvedField = (field: Json) => conformance.resolve(field) ?? field;
-    if (Object.keys(properties).length) {
-      // what the server cannot keep it must refuse (issue 28: update-user kept {"a":1} as "[object Object]")
-      const mustRefuse = "a body whose every field has the wrong type";
-      requests.push({ path: knownPath, credential: true, body: encode(Object.fromEntries(Object.entries(properties).map(([name, field]) => [name, wrong(resolvedField(field))]))), contentType: media, mustRefuse });
-      requests.push({ path: knownPath, credential: true, body: "[1]", contentType: "application/json", mustRefuse: "an array for an object body" });
-      const ids = Object.keys(properties).filter((name) => /^id$|Id$/.test(name) && resolvedField(properties[name]!).type === "string");
-      if (ids.length) {
-        requests.push({ path: knownPath, credential: true, body: encode(Object.fromEntries(ids.map((name) => [name, "no-such-id"]))), contentType: media, mustRefuse: `unknown ids in ${ids.join(", ")}` });
-      }
-    }
-  }
-  return requests;
-}
