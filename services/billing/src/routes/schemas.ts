@@ -52,7 +52,7 @@ export const SubscriptionSchema = z
 
 // the fields of an invoice line and of an invoice, unnamed: the upcoming invoice restates some of
 // them (id null), and an extension of a named schema is described as allOf with it, which no
-// upcoming invoice could satisfy (id both a string and null; found by test/openapi-conformance.test.ts)
+// upcoming invoice could satisfy (id both a string and null; found by test/services-conformance.test.ts)
 const InvoiceLineFields = z
   .object({
     id: z.string(),
