@@ -33,6 +33,12 @@ describe("the conformance checker", () => {
           },
         },
       },
+      "/things": {
+        post: {
+          requestBody: { content: { "application/json": { schema: { $ref: "#/components/schemas/Thing" } } } },
+          responses: { "201": { description: "made", content: { "application/json": { schema: { $ref: "#/components/schemas/Thing" } } } } },
+        },
+      },
       "/things/mine": { get: { responses: { "200": { description: "mine", content: { "text/plain": { schema: { type: "string" } } } } } } },
     },
     components: { schemas: { Thing: { type: "object", properties: { name: { type: "string", nullable: true }, at: { type: "string", format: "date-time" } }, required: ["name"] } } },
@@ -60,6 +66,15 @@ describe("the conformance checker", () => {
       expect.stringContaining("body/ must have required property 'name' (schema #/paths/~1things~1{id}/get/responses/200/content/application~1json/schema/required)"),
       expect.stringContaining('body/at must match format "date-time" (schema #/paths/~1things~1{id}/get/responses/200/content/application~1json/schema/properties/at/format)'),
     ]);
+  });
+
+  it("names a request body the server accepted that its description does not allow", () => {
+    const post = checker.operationOf("POST", "/things")!;
+    expect(checker.checkAcceptedRequest(post, 201, "application/json", JSON.stringify({ name: "a" }), "POST /things")).toEqual([]);
+    expect(checker.checkAcceptedRequest(post, 201, "application/json", JSON.stringify({ at: "2026-01-01T00:00:00Z" }), "POST /things").map((m) => m.problem)).toEqual([
+      expect.stringContaining("accepted a request whose body/ must have required property 'name'"),
+    ]);
+    expect(checker.checkAcceptedRequest(post, 201, "text/plain", "x", "POST /things").map((m) => m.problem)).toEqual([expect.stringContaining("accepted a text/plain request body, which is not described")]);
   });
 
   it("reads the description in its OpenAPI version's dialect: 3.1 has no nullable, so null is refused and the keyword reported", () => {

@@ -143,6 +143,31 @@ export class Conformance {
     return found;
   }
 
+  /**
+   * What is wrong with the description of a request body the server accepted (answered 2xx): the
+   * body of a working request must be one its description allows, or clients cannot send it.
+   */
+  checkAcceptedRequest(described: Described, status: number, contentType: string, text: string, request: string): Mismatch[] {
+    const content = (described.operation.requestBody?.content ?? {}) as Record<string, Json>;
+    const media = mediaOf(contentType);
+    const mediaKey = Object.keys(content).find((m) => mediaOf(m) === media);
+    const name = `${described.method} ${described.path}`;
+    if (!mediaKey) {
+      return Object.keys(content).length ? [{ operation: name, status, problem: `accepted a ${media} request body, which is not described (described: ${Object.keys(content).join(", ")})`, request }] : [];
+    }
+    if (content[mediaKey]!.schema === undefined) return [];
+    let body: unknown;
+    try {
+      body = media === "application/x-www-form-urlencoded" ? Object.fromEntries(new URLSearchParams(text)) : JSON.parse(text);
+    } catch {
+      return [{ operation: name, status, problem: `accepted a request body that is not ${media}: ${text.slice(0, 120)}`, request }];
+    }
+    const at = ["paths", described.path, described.method.toLowerCase(), "requestBody", "content", mediaKey, "schema"];
+    const validate = this.validatorOf(at);
+    if (validate(body)) return [];
+    return (validate.errors ?? []).map((error) => ({ operation: name, status, problem: `accepted a request whose ${errorText(error)} by its description (schema ${error.schemaPath})`, request }));
+  }
+
   private validatorOf(parts: string[]): ValidateFunction {
     const ref = `${this.id}#/${pointer(parts)}`;
     let validate = this.validators.get(ref);
@@ -204,6 +229,7 @@ export class ConformanceClient {
       const name = `${described.method} ${described.path}`;
       this.answered.set(name, [...(this.answered.get(name) ?? []), answer.status]);
       this.mismatches.push(...this.conformance.check(described, answer, request));
+      if (text !== undefined && answer.status < 300) this.mismatches.push(...this.conformance.checkAcceptedRequest(described, answer.status, headers["content-type"]!, text, request));
     }
     let body: any = null;
     try {
