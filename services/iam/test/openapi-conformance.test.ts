@@ -30,6 +30,7 @@ describe("the conformance checker", () => {
           responses: {
             "200": { description: "a thing", content: { "application/json": { schema: { $ref: "#/components/schemas/Thing" } } } },
             "302": { description: "elsewhere" },
+            "404": { $ref: "#/components/responses/NotFound" },
           },
         },
       },
@@ -41,7 +42,10 @@ describe("the conformance checker", () => {
       },
       "/things/mine": { get: { responses: { "200": { description: "mine", content: { "text/plain": { schema: { type: "string" } } } } } } },
     },
-    components: { schemas: { Thing: { type: "object", properties: { name: { type: "string", nullable: true }, at: { type: "string", format: "date-time" } }, required: ["name"] } } },
+    components: {
+      responses: { NotFound: { description: "shared", content: { "application/json": { schema: { type: "object", required: ["error"] } } } } },
+      schemas: { Thing: { type: "object", properties: { name: { type: "string", nullable: true }, at: { type: "string", format: "date-time" } }, required: ["name"] } },
+    },
   };
   const checker = new Conformance(document);
   const thing = checker.operationOf("GET", "/things/abc")!;
@@ -60,7 +64,9 @@ describe("the conformance checker", () => {
   });
 
   it("names an undescribed status, an undescribed content type, and each schema violation with its schema path", () => {
-    expect(problems(json(500, { error: "x" }))).toEqual([expect.stringContaining("status 500 is not described (described: 200, 302)")]);
+    expect(problems(json(500, { error: "x" }))).toEqual([expect.stringContaining("status 500 is not described (described: 200, 302, 404)")]);
+    expect(problems(json(404, { error: "x" }))).toEqual([]);
+    expect(problems(json(404, { message: "x" }))).toEqual([expect.stringContaining("body/ must have required property 'error' (schema #/components/responses/NotFound/content/application~1json/schema/required)")]);
     expect(problems({ status: 200, contentType: "text/html", text: "<p>" })).toEqual([expect.stringContaining("content type text/html is not described")]);
     expect(problems(json(200, { at: "yesterday" }))).toEqual([
       expect.stringContaining("body/ must have required property 'name' (schema #/paths/~1things~1{id}/get/responses/200/content/application~1json/schema/required)"),

@@ -46,6 +46,7 @@ export class Conformance {
   readonly descriptionProblems: string[] = [];
   private readonly ajv: Ajv2020;
   private readonly components: Record<string, Json>;
+  private readonly responses: Record<string, Json>;
   private readonly validators = new Map<string, ValidateFunction>();
   private readonly matchers: { described: Described; pattern: RegExp; literal: boolean }[];
 
@@ -57,7 +58,10 @@ export class Conformance {
     this.withoutNullable(copy.components ?? {}, "#/components");
     this.withoutNullable(copy.paths ?? {}, "#/paths");
     this.components = (copy.components?.schemas ?? {}) as Record<string, Json>;
-    this.ajv = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true, keywords: [...OAS_ANNOTATIONS, ...DOCUMENT_FIELDS] });
+    this.responses = (copy.components?.responses ?? {}) as Record<string, Json>;
+    // an unknown keyword (a typo, 3.0's nullable) fails loudly; the rest of ajv's strictness flags
+    // schemas that are valid 2020-12 (a required field named only in allOf), which are not faults
+    this.ajv = new Ajv2020({ strictSchema: true, strictTypes: false, strictTuples: false, strictRequired: false, allErrors: true, keywords: [...OAS_ANNOTATIONS, ...DOCUMENT_FIELDS] });
     addFormats(this.ajv);
     this.ajv.addSchema(copy, id);
     this.operations = Object.entries(copy.paths as Record<string, Json>).flatMap(([path, item]) =>
@@ -84,6 +88,12 @@ export class Conformance {
     for (const [key, child] of Object.entries(object)) this.withoutNullable(child, `${at}/${pointer([key])}`);
   }
 
+  private resolveResponse(response: Json): Json {
+    let current = response;
+    for (let i = 0; current.$ref && i < 10; i++) current = this.responses[String(current.$ref).replace("#/components/responses/", "")] ?? {};
+    return current;
+  }
+
   /** `schema`, or the component it refers to. */
   resolve(schema: Json | undefined): Json | undefined {
     let current = schema;
@@ -108,7 +118,9 @@ export class Conformance {
       mismatch(`status ${answer.status} is not described (described: ${Object.keys(responses).join(", ")}); body ${answer.text.slice(0, 200)}`);
       return found;
     }
-    const content = responses[key]!.content as Record<string, Json> | undefined;
+    // a shared response of the description (components.responses) is followed to what it says
+    const response = this.resolveResponse(responses[key]!);
+    const content = response.content as Record<string, Json> | undefined;
     if (!content) {
       // a described answer without content (a redirect): nothing but the status to keep
       if (answer.text !== "" && answer.status !== 302 && answer.status !== 303) mismatch(`a body where none is described: ${answer.text.slice(0, 200)}`);
@@ -130,7 +142,8 @@ export class Conformance {
     }
     const mediaKey = listed.find((m) => mediaOf(m) === media)!;
     if (content[mediaKey]!.schema === undefined) return found;
-    const at = ["paths", described.path, described.method.toLowerCase(), "responses", key, "content", mediaKey, "schema"];
+    const shared = responses[key]!.$ref ? String(responses[key]!.$ref).slice(2).split("/").map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~")) : null;
+    const at = [...(shared ?? ["paths", described.path, described.method.toLowerCase(), "responses", key]), "content", mediaKey, "schema"];
     const validate = this.validatorOf(at);
     if (!validate(body)) {
       // ajv names a keyword inside a component from the document's root, any other from the answer's schema
