@@ -96,6 +96,8 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
   let iam: Iam;
   let conformance: Conformance;
   let client: ConformanceClient;
+  /** the operator the scripted path bootstrapped, with the operator organization's id */
+  const operators: { email: string; orgId: string }[] = [];
   /** known values for path and query parameters, by name, as the script made them */
   const known: Record<string, string> = {};
 
@@ -150,6 +152,7 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     // an operator, a service token, a tenant through org-setup and one through the operator
     const op = await signUp("operator");
     expectStatus(await send("POST", "/api/core/bootstrap", { token: op.token }), 201, "bootstrap");
+    operators.push({ ...op, orgId: (await send("GET", "/api/core/memberships", { token: op.token })).body.data[0].orgId });
     const basic = Buffer.from(`platform-registry:${REGISTRY_SECRET}`).toString("base64");
     const minted = await send("POST", "/api/core/service-token", { body: { serviceId: "platform-registry", targetService: "iam" }, headers: { authorization: `Basic ${basic}` } });
     expectStatus(minted, 200, "service-token");
@@ -296,22 +299,32 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
   });
 
   describe("refuses bad requests to every described operation as described", () => {
-    /** A session of a tenant's owner, signed in again when an operation ended it (sign-out, revoke-sessions). */
-    let prober: { email: string; token: string; cookie: string } | undefined;
-    const liveProber = async () => {
-      if (!prober) {
-        const email = uniqueEmail("prober");
-        const r = await client.send("POST", "/api/auth/sign-up/email", { body: { email, password: PASSWORD, name: "Prober" } });
-        prober = { email, token: r.body.token, cookie: (r.headers.get("set-cookie") ?? "").split(";")[0]! };
-        await client.send("POST", "/api/core/org-setup", { cookie: prober.cookie, body: { name: "Prober", slug: uniqueSlug("prober") } });
+    /**
+     * Who sends the bad requests: a tenant's owner, and an operator (an admin of the operator
+     * organization), so that operator-only routes are reached past their permission check. Each is
+     * signed in again when an operation ended its session (sign-out, revoke-sessions).
+     */
+    const probers: { email: string; token: string }[] = [];
+    const liveProbers = async () => {
+      if (!probers.length) {
+        const operator = await signUp("prober-operator");
+        // the first operator exists when the scripted path ran; otherwise this one bootstraps
+        const bootstrapped = await client.send("POST", "/api/core/bootstrap", { token: operator.token });
+        if (bootstrapped.status !== 201) {
+          const op = await signIn(operators[0]!);
+          const invited = await client.send("POST", `/api/core/organizations/${operators[0]!.orgId}/invitations`, { token: op.token, body: { email: operator.email, role: "admin" } });
+          await client.send("POST", "/api/auth/organization/accept-invitation", { token: operator.token, body: { invitationId: invited.body.id } });
+        }
+        const owner = await signUp("prober-owner");
+        await client.send("POST", "/api/core/org-setup", { cookie: owner.cookie, body: { name: "Prober", slug: uniqueSlug("prober") } });
+        probers.push(owner, operator);
       }
-      const check = await fetch(`${stack.iamUrl}/api/core/session`, { headers: { authorization: `Bearer ${prober.token}` } });
-      await check.body?.cancel();
-      if (check.status !== 200) {
-        const r = await client.send("POST", "/api/auth/sign-in/email", { body: { email: prober.email, password: PASSWORD } });
-        prober = { ...prober, token: r.body.token, cookie: (r.headers.get("set-cookie") ?? "").split(";")[0]! };
+      for (const prober of probers) {
+        const check = await fetch(`${stack.iamUrl}/api/core/session`, { headers: { authorization: `Bearer ${prober.token}` } });
+        await check.body?.cancel();
+        if (check.status !== 200) prober.token = (await signIn(prober)).token;
       }
-      return prober;
+      return probers;
     };
 
     it.each(COMMITTED_OPERATIONS)("%s", async (name) => {
@@ -320,9 +333,10 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
       const from = client.mismatches.length;
       const accepted: string[] = [];
       for (const request of badRequests(described!, known, conformance)) {
-        const who = request.credential ? await liveProber() : undefined;
-        const r = await client.send(described!.method, request.path, { body: request.body, contentType: request.contentType, token: who?.token });
-        if (request.mustRefuse && r.status < 400) accepted.push(`${name} answered ${r.status} to ${request.mustRefuse}: ${request.body} → ${r.text.slice(0, 300)}`);
+        for (const who of request.credential ? await liveProbers() : [undefined]) {
+          const r = await client.send(described!.method, request.path, { body: request.body, contentType: request.contentType, token: who?.token });
+          if (request.mustRefuse && r.status < 400) accepted.push(`${name} answered ${r.status} to ${request.mustRefuse} as ${who?.email}: ${request.body} → ${r.text.slice(0, 300)}`);
+        }
       }
       expect(mismatchLines(client.since(from)).join("\n")).toBe("");
       expect(accepted.join("\n")).toBe("");
