@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { badRequests, Conformance, ConformanceClient, mismatchLines } from "./support/conformance.js";
 import { PASSWORD, REGISTRY_SECRET, startIamAndRegistry, uniqueEmail, uniqueSlug, type Iam } from "./support/harness.js";
+import { startIdp, type Idp } from "./support/oidc-idp.js";
 
 /**
  * Issue 28: IAM's answers are what IAM's own OpenAPI description says, for every operation. Each
@@ -93,6 +94,7 @@ describe("the conformance checker", () => {
 describe.each(testDatabases())("IAM answers as its OpenAPI description says, on $name", ({ open }) => {
   let database: DatabaseHandle;
   let stack: Awaited<ReturnType<typeof startIamAndRegistry>>;
+  let idp: Idp;
   let iam: Iam;
   let conformance: Conformance;
   let client: ConformanceClient;
@@ -103,7 +105,9 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
 
   beforeAll(async () => {
     database = await open();
-    stack = await startIamAndRegistry(database);
+    // a real OpenID provider, for an organization's single sign-on (registration reads its discovery document)
+    idp = await startIdp({ redirectUris: ["http://127.0.0.1/unused"] });
+    stack = await startIamAndRegistry(database, { ssoProviderOrigins: [idp.origin] });
     iam = stack.iam;
     const served = await fetch(`${stack.iamUrl}/openapi.json`);
     conformance = new Conformance((await served.json()) as Json);
@@ -111,12 +115,17 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
   });
   afterAll(async () => {
     await stack?.close();
+    await idp?.close();
     await database?.close();
   });
 
   /** Fails the step with what IAM answered when it is not `status` (the script needs that answer). */
   const expectStatus = (r: { status: number; text: string }, status: number, step: string) => {
     if (r.status !== status) throw new Error(`${step}: expected ${status}, answered ${r.status}: ${r.text.slice(0, 400)}`);
+  };
+  /** Fails the step when IAM did not answer it with a success. */
+  const expectSuccess = (r: { status: number; text: string }, step: string) => {
+    if (r.status < 200 || r.status > 299) throw new Error(`${step}: expected a 2xx, answered ${r.status}: ${r.text.slice(0, 400)}`);
   };
   const lastMailTo = (email: string, subject: RegExp) => iam.mailer.sent.filter((m) => m.to === email && subject.test(m.subject)).at(-1);
   const linkIn = (text: string) => new URL(/https?:\/\/\S+/.exec(text)![0]);
@@ -166,7 +175,8 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     known.orgId = orgId;
     const tenantOwner = await signUp("tenant");
     const slug = uniqueSlug("tenant");
-    expectStatus(await send("POST", "/api/core/organizations", { token: op.token, body: { name: "Tenant", slug, ownerId: tenantOwner.userId } }), 201, "organizations");
+    const tenant = await send("POST", "/api/core/organizations", { token: op.token, body: { name: "Tenant", slug, ownerId: tenantOwner.userId } });
+    expectStatus(tenant, 201, "organizations");
     known.slug = slug;
     expectStatus(await send("GET", `/api/core/organizations/${slug}`, { token: op.token }), 200, "organization by slug");
     expectStatus(await send("POST", "/internal/platform-status", { token: op.token, body: { platformId: setup.body.platformId, status: "active" } }), 200, "platform-status");
@@ -225,6 +235,31 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     expectStatus(await send("POST", "/api/auth/organization/remove-member", { token: owner.token, body: { memberIdOrEmail: removed.email, organizationId: orgId } }), 200, "remove-member");
     // organizations come from org-setup, bootstrap and the operators' route: the library's create is refused to everyone
     expectStatus(await send("POST", "/api/auth/organization/create", { token: tenantOwner.token, body: { name: "Library-made", slug: uniqueSlug("lib") } }), 403, "organization create");
+
+    // the tenant's single sign-on: registered by its owner, approved by an operator, started, changed, removed
+    const ssoDomain = `${slug}.example`;
+    const provider = await send("POST", `/api/core/organizations/${tenant.body.id}/sso-providers`, {
+      token: tenantOwner.token,
+      body: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, domains: [ssoDomain], defaultRole: "member" },
+    });
+    expectSuccess(provider, "sso provider");
+    const providerPath = `/api/core/organizations/${tenant.body.id}/sso-providers/${provider.body.providerId}`;
+    expectSuccess(await send("GET", `/api/core/organizations/${tenant.body.id}/sso-providers`, { token: tenantOwner.token }), "sso providers");
+    expectSuccess(await send("GET", "/api/core/sso-providers", { token: op.token }), "sso providers to approve");
+    expectSuccess(await send("POST", `/api/core/sso-providers/${provider.body.providerId}/approval`, { token: op.token }), "sso approval");
+    expectSuccess(await send("POST", "/api/auth/sign-in/sso", { body: { email: `ada@${ssoDomain}`, callbackURL: "/account" } }), "sign-in/sso");
+    expectSuccess(await send("PATCH", providerPath, { token: tenantOwner.token, body: { defaultRole: "admin" } }), "sso provider change");
+    expectSuccess(await send("DELETE", providerPath, { token: tenantOwner.token }), "sso provider removed");
+    known.providerId = provider.body.providerId;
+
+    // the audit stream's endpoints
+    const endpoint = await send("POST", "/api/audit/endpoints", { token: op.token, body: { url: "https://hooks.example.com/conformance" } });
+    expectSuccess(endpoint, "audit endpoint");
+    expectSuccess(await send("GET", "/api/audit/endpoints", { token: op.token }), "audit endpoints");
+    expectSuccess(await send("GET", `/api/audit/endpoints/${endpoint.body.id}`, { token: op.token }), "audit endpoint read");
+    expectSuccess(await send("POST", `/api/audit/endpoints/${endpoint.body.id}/rotate-secret`, { token: op.token }), "audit endpoint secret rotated");
+    expectSuccess(await send("GET", `/api/audit/endpoints/${endpoint.body.id}/deliveries`, { token: op.token }), "audit endpoint deliveries");
+    expectSuccess(await send("DELETE", `/api/audit/endpoints/${endpoint.body.id}`, { token: op.token }), "audit endpoint removed");
 
     // API keys
     const key = await send("POST", "/api/auth/api-key/create", { token: owner.token, body: { name: "conformance" } });
