@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { badRequests, Conformance, ConformanceClient, mismatchLines } from "./support/conformance.js";
 import { PASSWORD, REGISTRY_SECRET, startIamAndRegistry, uniqueEmail, uniqueSlug, type Iam } from "./support/harness.js";
+import { SoftwareAuthenticator } from "./support/authenticator.js";
 import { startIdp, type Idp } from "./support/oidc-idp.js";
 
 /**
@@ -291,6 +292,31 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     expectStatus(await send("GET", `/api/audit/events/${events.body.data[0].id}`, { token: op.token }), 200, "audit event");
     expectStatus(await send("GET", "/api/auth/profile", { token: owner.token }), 200, "profile");
     expectStatus(await send("PATCH", "/api/auth/profile", { token: owner.token, body: { name: "Owner Renamed" } }), 200, "profile change");
+
+    // a passkey: added (the challenge rides in a cookie, as in the browser), renamed, signed in with, removed
+    const holder = await signUp("passkey");
+    const device = new SoftwareAuthenticator(new URL(stack.iamUrl).hostname, new URL(stack.iamUrl).origin);
+    const jar = new Map<string, string>([holder.cookie.split("=", 2) as [string, string]]);
+    const withJar = async (method: string, path: string, body?: unknown) => {
+      const r = await send(method, path, { body, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join("; ") || undefined });
+      for (const cookie of r.headers.getSetCookie()) {
+        const [pair] = cookie.split(";");
+        const at = pair!.indexOf("=");
+        jar.set(pair!.slice(0, at), pair!.slice(at + 1));
+      }
+      return r;
+    };
+    const registerOptions = await withJar("GET", "/api/auth/passkey/generate-register-options");
+    expectStatus(registerOptions, 200, "passkey register options");
+    const added = await withJar("POST", "/api/auth/passkey/verify-registration", { response: device.register(registerOptions.body), name: "laptop" });
+    expectStatus(added, 200, "passkey added");
+    expectStatus(await withJar("POST", "/api/auth/passkey/update-passkey", { id: added.body.id, name: "work laptop" }), 200, "passkey renamed");
+    expectStatus(await withJar("GET", "/api/auth/passkey/list-user-passkeys"), 200, "passkeys listed");
+    jar.clear();
+    const authenticateOptions = await withJar("GET", "/api/auth/passkey/generate-authenticate-options");
+    expectStatus(authenticateOptions, 200, "passkey sign-in options");
+    expectStatus(await withJar("POST", "/api/auth/passkey/verify-authentication", { response: device.assert(authenticateOptions.body) }), 200, "passkey sign-in");
+    expectStatus(await withJar("POST", "/api/auth/passkey/delete-passkey", { id: added.body.id }), 200, "passkey removed");
 
     // the account: sessions, password, address, links
     const person = await signUp("account");
