@@ -11,7 +11,8 @@ import { startPlatform, type Credential, type Platform } from "./fuzz/platform.j
  * real HTTP to the services as `npm start` runs them (the fuzzer's seeded platform), with the
  * generic bad requests, and each GET with every id the seed knows, as the tenant's owner and as an
  * operator. Each answer's status, content type and body are checked against the description with
- * a JSON Schema 2020-12 validator. Their write paths' happy answers are not scripted here.
+ * a JSON Schema 2020-12 validator. A few writes are scripted; most of billing's are not, and the
+ * last test prints which operations answered nothing but errors.
  */
 const SERVICES = ["billing", "stack-registry", "platform-registry", "vault"] as const;
 type Service = (typeof SERVICES)[number];
@@ -82,6 +83,41 @@ describe.each(testDatabases())("billing, the registries and the vault answer as 
     }
     expect(mismatchLines(client.since(from)).join("\n")).toBe("");
     expect(accepted.join("\n")).toBe("");
+  });
+
+  it("answers a few scripted writes as described: billing's webhook endpoints, test clock, cards and portal; the registries' stacks and platforms", async () => {
+    credentials = await platform.credentials();
+    const owner = credentials.find((c) => c.name === "tenant owner session")!.headers;
+    const operator = credentials.find((c) => c.name === "operator session")!.headers;
+    const [platformId] = platform.known.platformId!;
+    const step = async (service: Service, method: string, path: string, headers: Record<string, string>, body?: unknown) => {
+      const r = await clients[service].send(method, path, { headers, body });
+      if (r.status < 200 || r.status > 299) throw new Error(`${service} ${method} ${path}: expected a 2xx, answered ${r.status}: ${r.text.slice(0, 400)}`);
+      return r;
+    };
+    const from = Object.fromEntries(SERVICES.map((service) => [service, clients[service].mismatches.length]));
+
+    const hook = await step("billing", "POST", "/operator/webhook-endpoints", operator, { url: "https://hooks.example.com/billing", description: "conformance" });
+    await step("billing", "POST", `/operator/webhook-endpoints/${hook.body.id}/rotate-secret`, operator);
+    await step("billing", "GET", `/operator/webhook-endpoints/${hook.body.id}/deliveries`, operator);
+    await step("billing", "DELETE", `/operator/webhook-endpoints/${hook.body.id}`, operator);
+    await step("billing", "POST", "/operator/test-clock/advance", operator, { seconds: 60 });
+    const card = await step("billing", "POST", `/api/billing/payment-methods?platformId=${platformId}`, { ...owner, "idempotency-key": crypto.randomUUID() }, { paymentMethodId: "pm_card_mastercard" });
+    await step("billing", "POST", `/api/billing/payment-methods/${card.body.id}/default?platformId=${platformId}`, owner);
+    await step("billing", "POST", `/api/billing/portal?platformId=${platformId}`, owner, { returnUrl: "http://localhost/account" });
+    const customerId = (await step("billing", "GET", `/api/billing/customer?platformId=${platformId}`, owner)).body.id;
+    await step("billing", "POST", "/operator/credits", { ...operator, "idempotency-key": crypto.randomUUID() }, { customerId, amount: "5", description: "conformance credit" });
+    const spare = await step("billing", "POST", `/api/billing/payment-methods?platformId=${platformId}`, { ...owner, "idempotency-key": crypto.randomUUID() }, { paymentMethodId: "pm_card_visa" });
+    await step("billing", "DELETE", `/api/billing/payment-methods/${spare.body.id}?platformId=${platformId}`, owner);
+
+    await step("stack-registry", "PATCH", "/api/v1/stacks/web-app", operator, { description: "A web app, described" });
+    await step("stack-registry", "POST", "/api/v1/stacks", operator, { name: "worker", displayName: "Worker", description: "A background worker" });
+    await step("stack-registry", "POST", "/api/v1/stacks/worker/versions", operator, { version: "1.0.0", stackDefinition: { services: ["worker"] }, coreSdkVersion: "1.0.0" });
+    await step("platform-registry", "POST", "/platforms", operator, { name: "Another", slug: "another-conformance", tier: "starter" });
+    await step("platform-registry", "PATCH", `/platforms/${platformId}`, owner, { name: "Fuzz, renamed" });
+    await step("platform-registry", "POST", `/platforms/${platformId}/stacks`, owner, { tenantId: "tenant-2", name: "api" });
+
+    expect(SERVICES.flatMap((service) => mismatchLines(clients[service].since(from[service]!))).join("\n")).toBe("");
   });
 
   it("lists the operations no answer reached with a 2xx or 3xx (their happy path is not scripted)", () => {
