@@ -357,7 +357,8 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     expectStatus(await send("POST", "/api/auth/sign-out", { cookie: last.cookie }), 200, "sign-out without a body");
 
     expect(mismatchLines(client.since(from)).join("\n")).toBe("");
-  });
+    // about 220 requests, some hashing passwords: 3-12 s here, more on a loaded CI machine
+  }, 120_000);
 
   describe("refuses bad requests to every described operation as described", () => {
     /**
