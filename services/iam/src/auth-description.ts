@@ -49,6 +49,8 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
     const { paths, components } = renamed((await library) as { paths: Record<string, Record<string, Operation>>; components: { schemas: Json } });
     const target = document as unknown as { paths: Record<string, unknown>; components: { schemas: Json } };
     answersNull(components.schemas);
+    nullAsType(components.schemas);
+    nullAsType(paths);
     target.components.schemas = {
       ...target.components.schemas,
       ...components.schemas,
@@ -80,8 +82,41 @@ function listedSession(session: Json | undefined): Json {
   };
 }
 
-/** What IAM changes in a library route's description: list-sessions answers no tokens. */
+const component = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const answering = (description: string, schema: Json) => (operation: Operation) => {
+  operation.responses = { ...operation.responses, "200": { description, content: { "application/json": { schema } } } };
+};
+/** A property of the library's own 200 answer schema, restated. */
+const answerProperty = (name: string, schema: Json) => (operation: Operation) => {
+  const answer = (operation.responses?.["200"] as { content?: { "application/json"?: { schema?: { properties?: Record<string, Json> } } } } | undefined)?.content?.["application/json"]?.schema;
+  if (answer?.properties?.[name]) answer.properties[name] = schema;
+};
+
+/**
+ * What IAM changes in a library route's description: list-sessions answers no tokens; and the
+ * answers the library leaves undescribed or describes otherwise than it sends them (issue 28,
+ * each found by openapi-conformance.test.ts).
+ */
 const AMENDED: Record<string, (operation: Operation) => void> = {
+  "/organization/cancel-invitation": answering("The invitation, now canceled", component("AuthInvitation")),
+  "/organization/list-invitations": answering("The organization's invitations", { type: "array", items: component("AuthInvitation") }),
+  "/organization/check-slug": answering("The slug is free (a taken one is refused with 400 SLUG_IS_TAKEN)", {
+    type: "object",
+    properties: { status: { type: "boolean" } },
+    required: ["status"],
+  }),
+  "/organization/leave": answering("The membership that ended, with its user", component("AuthMember")),
+  "/organization/list-members": answering("A page of the organization's members, each with its user, and how many there are", {
+    type: "object",
+    properties: { members: { type: "array", items: component("AuthMember") }, total: { type: "number" } },
+    required: ["members", "total"],
+  }),
+  "/organization/get-active-member-role": answering("The caller's role in the organization", { type: "object", properties: { role: { type: "string" } }, required: ["role"] }),
+  // the library describes { member }, and answers the member itself
+  "/organization/update-member-role": answering("The member with the new role", component("AuthMember")),
+  // without a session to refresh (the link opened on its own), the user is null
+  "/verify-email": answerProperty("user", { anyOf: [component("AuthUser"), { type: "null" }] }),
+  "/organization/has-permission": answerProperty("error", { type: ["string", "null"] }),
   "/list-sessions": (operation) => {
     operation.description = "The caller's active sessions, without their tokens; the caller's own is marked current";
     operation.responses = {
@@ -116,20 +151,41 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
 
 /**
  * Where the library's description says less than its routes answer (issue 28: a description says
- * what the server does). Fields it leaves null: a session without an active organization, an
- * organization without a logo.
+ * what the server does). The library describes its tables as components, and a field it does not
+ * require is a column it leaves null and answers as null, not left out: a session without an
+ * active organization, an organization without a logo or metadata, a user without an image, a key
+ * without a name or expiry (the conformance test, openapi-conformance.test.ts, found each).
  */
 function answersNull(schemas: Json): void {
-  for (const [schema, field] of [
-    ["AuthSession", "activeOrganizationId"],
-    ["AuthOrganization", "logo"],
-    ["AuthPasskey", "name"],
-    // a user without a picture (passkey sign-in answers the user with its session)
-    ["AuthUser", "image"],
-  ] as const) {
-    const property = ((schemas[schema] as Json | undefined)?.properties as Record<string, Json> | undefined)?.[field];
-    if (property && typeof property.type === "string") property.type = [property.type, "null"];
+  // the library keeps an organization's metadata as JSON text and answers it so from list and
+  // get-full-organization, but parsed from create and update
+  const metadata = ((schemas.AuthOrganization as Json | undefined)?.properties as Record<string, Json> | undefined)?.metadata;
+  if (metadata) Object.assign(metadata, { type: ["string", "object", "null"], description: "Its metadata: JSON text as listed, the object itself as create and update answer it" });
+  for (const schema of Object.values(schemas) as Json[]) {
+    const required = new Set((schema.required ?? []) as string[]);
+    for (const [field, property] of Object.entries((schema.properties ?? {}) as Record<string, Json>)) {
+      if (!required.has(field) && typeof property.type === "string") property.type = [property.type, "null"];
+    }
   }
+}
+
+/**
+ * The library writes OpenAPI 3.0's `nullable: true` into a 3.1 description, where it means nothing
+ * (3.1's schemas are JSON Schema 2020-12, in which null is a type): a 3.1 client reads those
+ * fields as never null, and the routes answer null in them. Said as 3.1 says it, everywhere in the
+ * library's paths and components (plugins' routes included).
+ */
+function nullAsType(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(nullAsType);
+  if (typeof node !== "object" || node === null) return;
+  const schema = node as Json;
+  if (schema.nullable === true && (typeof schema.type === "string" || Array.isArray(schema.type))) {
+    const types = [schema.type].flat() as string[];
+    schema.type = types.includes("null") ? types : [...types, "null"];
+    if (Array.isArray(schema.enum) && !schema.enum.includes(null)) schema.enum = [...schema.enum, null];
+  }
+  if (typeof schema.nullable === "boolean" && (typeof schema.type === "string" || Array.isArray(schema.type))) delete schema.nullable;
+  for (const child of Object.values(schema)) nullAsType(child);
 }
 
 /** Routes that answer `null` (200) when the session has no active organization, or `set-active` is given none. */
