@@ -67,7 +67,7 @@ describe.skipIf(!hasChromium)("single sign-on round trip in a real browser (Chro
     await ownerPage.goto(`${iamUrl}/sign-in`);
     await ownerPage.getByLabel("Email", { exact: true }).fill(owner.email);
     await ownerPage.getByLabel("Password", { exact: true }).fill(PASSWORD);
-    await ownerPage.getByRole("button", { name: "Sign in" }).click();
+    await ownerPage.getByRole("button", { name: "Sign in", exact: true }).click();
     await ownerPage.waitForURL(`${iamUrl}/account`);
     await ownerPage.getByRole("link", { name: "Single sign-on for the organizations you own" }).click();
     expect(await heading(ownerPage)).toBe("Single sign-on");
