@@ -1,8 +1,8 @@
 import { eq, like } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { member, rateLimit, ssoProvider, user } from "../src/db/schema.js";
-import { call, createIam, operator, signUp, uniqueEmail, uniqueSlug, type Iam, type Operator, type SignedUp } from "./support/harness.js";
+import { member, orgPolicies, rateLimit, session, ssoProvider, user } from "../src/db/schema.js";
+import { call, createIam, joinOrg, operator, signUp, uniqueEmail, uniqueSlug, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { startIdp, type Idp } from "./support/oidc-idp.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
 
@@ -133,6 +133,33 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     expect(memberships.map((m) => [m.organizationId, m.role])).toEqual([[main.orgId, "member"]]);
     const audit = await call(iam, "GET", `/api/audit/events?action=auth.sso.sign_in`, { token: ops.token });
     expect(audit.body.data.some((e: { outcome: string; actorId: string }) => e.outcome === "success" && e.actorId === created!.id)).toBe(true);
+  });
+
+  it("a session made at the callback is an SSO session of that provider: it meets the organization's SSO policy, and a password session is sent to the provider", async () => {
+    const email = `grace@${domain}`;
+    idp.addAccount("grace", { email, emailVerified: true, name: "Grace Hopper" });
+    const browser = new PageBrowser(iam);
+    const landed = await browser.get(local(await idp.authorize(await start(browser, slugs.main), "grace")));
+    expect(landed.status, landed.html).toBe(302);
+    const [grace] = await database.db.select().from(user).where(eq(user.email, email));
+    const sessions = await database.db.select({ method: session.signInMethod, provider: session.ssoProviderId }).from(session).where(eq(session.userId, grace!.id));
+    expect(sessions).toEqual([{ method: "sso", provider: `${slugs.main}-oidc` }]);
+
+    const withPassword = await joinOrg(iam, main.orgId, main.owner, "member");
+    // the policy set directly: the owner's own password session would not meet it (the route refuses that, 409)
+    await database.db.insert(orgPolicies).values({ orgId: main.orgId, requireSso: true, requireTwoFactor: false, updatedAt: new Date() });
+    iam.app.ctx.forgetPrincipals();
+    try {
+      expect((await browser.get("/account")).status).toBe(200);
+      const heldBack = await new PageBrowser(iam, withPassword.cookie).get("/account");
+      expect(heldBack.status).toBe(302);
+      expect(heldBack.location).toBe(`/sign-in/sso?organization=${slugs.main}&next=%2Faccount`);
+      // where the policy sends it is the organization's SSO start, which goes to the provider
+      await start(new PageBrowser(iam, withPassword.cookie), slugs.main);
+    } finally {
+      await database.db.delete(orgPolicies).where(eq(orgPolicies.orgId, main.orgId));
+      iam.app.ctx.forgetPrincipals();
+    }
   });
 
   it("refuses an address outside the organization's domains: no user, no session", async () => {
