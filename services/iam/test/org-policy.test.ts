@@ -205,14 +205,8 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
   });
 
   describe("SSO required", () => {
-    /**
-     * A provider row of the SSO plugin's table (the SSO part of issue 28 makes the table; on a branch
-     * without it, a table with the columns the policy reads and the real one's required ones).
-     */
+    /** A provider row of the SSO plugin's table (the SSO round trip itself is in sso.test.ts, which also proves the session marking). */
     async function provider(orgId: string, providerId: string) {
-      await database.db.execute(
-        sql`create table if not exists iam.sso_provider (id text primary key, issuer text not null, provider_id text not null unique, organization_id text, domain text not null)`,
-      );
       await database.db.execute(
         sql`insert into iam.sso_provider (id, issuer, provider_id, organization_id, domain) values (${`sso-${providerId}`}, 'https://idp.example.com', ${providerId}, ${orgId}, 'example.com')`,
       );

@@ -4,7 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { libraryLogLine } from "../src/library-log.js";
 import { SoftwareAuthenticator } from "./support/authenticator.js";
-import { call, createIam, signUp, type Iam, type SignedUp } from "./support/harness.js";
+import { call, createIam, operator, signUp, tenantOrg, type Iam, type SignedUp } from "./support/harness.js";
+import { session } from "../src/db/schema.js";
+import { eq } from "drizzle-orm";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
 
 /** Cookies kept across the requests of one ceremony (the plugin's challenge cookie, a session). */
@@ -116,6 +118,28 @@ describe.each(testDatabases())("passkeys on $name", ({ open }) => {
     expect(signInEvent).toMatchObject({ outcome: "success", actorType: "user", metadata: { path: "/passkey/verify-authentication" } });
     // no credential material in the audit log: not the credential id, not the public key
     expect(JSON.stringify([audited, signInEvent])).not.toContain(device.id);
+  });
+
+  it("a passkey sign-in is a passkey session, which meets an organization's two-factor policy; a password session does not", async () => {
+    const org = await tenantOrg(iam, await operator(iam));
+    const device = authenticator();
+    await addPasskey(org.owner, device);
+    const signedIn = await signInWith(device);
+    expect(signedIn.status).toBe(200);
+    const made = await database.db.select({ method: session.signInMethod }).from(session).where(eq(session.userId, org.owner.userId));
+    expect(made.map((m) => m.method).sort()).toEqual(["passkey", "password"]);
+
+    const require = (headers: Record<string, string>) => call(iam, "PUT", `/api/core/organizations/${org.orgId}/policy`, { headers, body: { requireTwoFactor: true, requireSso: false } });
+    // the owner's password session would be locked out by it: refused
+    expect((await require({ authorization: `Bearer ${org.owner.token}` })).status).toBe(409);
+    expect((await require({ cookie: signedIn.jar.header, origin: iam.origin })).status).toBe(200);
+    const passkeyBrowser = new PageBrowser(iam);
+    for (const pair of signedIn.jar.header.split("; ")) passkeyBrowser.cookies.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
+    const passkeyPage = await passkeyBrowser.get("/account");
+    expect(passkeyPage.status, passkeyPage.location ?? "").toBe(200);
+    const heldBack = await new PageBrowser(iam, org.owner.cookie).get("/account");
+    expect(heldBack.status).toBe(302);
+    expect(heldBack.location).toMatch(/^\/account\/two-factor/);
   });
 
   it("refuses an assertion for a credential that is not registered, and audits the failure without the credential", async () => {
