@@ -287,6 +287,12 @@ export async function deleteProvider(ctx: SsoDeps, orgId: string, providerId: st
 
 /** An operator approves a provider's domain claim (ADR 0026): from now on its domains sign people in. */
 export async function approveProvider(ctx: SsoDeps, providerId: string, audit: SsoActor["audit"]): Promise<SsoProviderView> {
+  const [found] = await ctx.db.select().from(ssoProvider).where(eq(ssoProvider.providerId, providerId));
+  if (!found) throw notFound("No such SSO provider");
+  // registration checks claims before it writes, so two owners registering one domain at the same
+  // moment can both get through; approval is where a domain starts signing people in, so it checks again
+  const taken = await claimedElsewhere(ctx.db, found.organizationId ?? "", domainsOf(found.domain));
+  if (taken.length > 0) throw conflict("SSO_DOMAIN_CLAIMED", `Another organization's single sign-on also claims ${taken.join(", ")}: settle which one owns it before approving`);
   const [row] = await ctx.db.update(ssoProvider).set({ domainVerified: true }).where(eq(ssoProvider.providerId, providerId)).returning();
   if (!row) throw notFound("No such SSO provider");
   await ctx.audit.record({ ...audit, action: "sso.provider.approve", outcome: "success", orgId: row.organizationId, targetType: "sso_provider", targetId: providerId, metadata: { domains: domainsOf(row.domain) } });

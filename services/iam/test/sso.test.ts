@@ -106,6 +106,12 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
       expect(r.status).toBe(409);
       expect(r.body.error.code).toBe("SSO_DOMAIN_CLAIMED");
     }
+    // two registrations that raced past that check (a row written directly here): approval refuses the overlap
+    await database.db.insert(ssoProvider).values({ id: `race-${slugs.other}`, issuer: idp.issuer, providerId: `race-${slugs.other}`, organizationId: rival.orgId, domain: `eu.${domain}` });
+    const raced = await approve(`race-${slugs.other}`);
+    expect(raced.status).toBe(409);
+    expect(raced.body.error.code).toBe("SSO_DOMAIN_CLAIMED");
+    await database.db.delete(ssoProvider).where(eq(ssoProvider.providerId, `race-${slugs.other}`));
     const junk = await register(rival.orgId, rival.owner, providerBody(["not a domain"]));
     expect(junk.status).toBe(400);
     // an issuer IAM was not told to trust (ssoProviderOrigins): the plugin does not fetch it

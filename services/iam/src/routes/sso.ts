@@ -144,7 +144,7 @@ export function ssoRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Approve a provider's domain claim (operators), once they checked the organization owns those domains",
       security: security.anyCredential,
       request: { params: z.object({ providerId: pathParam("providerId") }) },
-      responses: { 200: jsonContent(SsoProviderSchema, "The approved provider"), ...errorResponses(401, 403, 404) },
+      responses: { 200: jsonContent(SsoProviderSchema, "The approved provider"), ...errorResponses(401, 403, 404, 409) },
     }),
     async (c) => {
       const { providerId } = c.req.valid("param");
