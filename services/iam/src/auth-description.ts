@@ -142,7 +142,10 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
   },
   "/two-factor/verify-totp": (operation) => {
     operation.description =
-      "Check a TOTP code: with the two-factor cookie of a password or magic-link sign-in it completes the sign-in; with a session it confirms enrolment. A code (or an older one) accepted before is refused with TOTP_CODE_REUSED";
+      "Check a TOTP code: with the two-factor cookie of a password or magic-link sign-in it completes the sign-in; with a session it confirms enrolment. A code (or an older one) accepted before is refused with TOTP_CODE_REUSED; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED): every sign-in asks for a code";
+  },
+  "/two-factor/verify-backup-code": (operation) => {
+    operation.description = "Complete a sign-in (or confirm it is you) with an unused backup code, which is spent; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED)";
   },
   "/revoke-session": (operation) => {
     operation.description = "Revoke a session by its token (the caller's own: list-sessions shows no tokens); revoke another by id with DELETE /api/sessions/{id}";

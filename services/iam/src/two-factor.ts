@@ -152,6 +152,12 @@ export function twoFactorHooks(deps: TwoFactorHookDeps & { codePage: (next: stri
   const enrolling = new WeakMap<object, string>();
   const before = async (ctx: HookContext): Promise<void> => {
     if (ctx.path !== "/two-factor/verify-totp" && ctx.path !== "/two-factor/verify-backup-code" && ctx.path !== "/two-factor/disable") return;
+    // The plugin's "trust this device" would let later password sign-ins skip the code for 30 days,
+    // making sessions that look like a password alone: held back by a two-factor policy with no code
+    // to give, since the device skips the step. Not offered (nor on the pages), so refused here.
+    if (ctx.path !== "/two-factor/disable" && (ctx.body as { trustDevice?: unknown } | undefined)?.trustDevice === true) {
+      throw new APIError("BAD_REQUEST", { code: "TRUST_DEVICE_NOT_OFFERED", message: "Trusting a device is not offered: every sign-in asks for a code" });
+    }
     const who = await userOfRequest(ctx);
     if (!who) return; // the plugin answers that itself (no session, no challenge)
     if (ctx.request) deps.noteActor(ctx.request, who.userId);

@@ -82,6 +82,17 @@ describe.each(testDatabases())("two-factor on $name", ({ open }) => {
     expect(await auditOf("auth.two_factor.verify", ada.userId)).toContainEqual(expect.objectContaining({ outcome: "success" }));
   });
 
+  it("refuses to trust a device: no sign-in may skip the code, so a two-factor policy never holds back a session that has none to give", async () => {
+    const ada = await enrolled();
+    const cookie = await firstStep(ada);
+    const trusted = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { cookie, body: { code: totp(ada.secret), trustDevice: true } });
+    expect(trusted.status).toBe(400);
+    expect(trusted.body.code).toBe("TRUST_DEVICE_NOT_OFFERED");
+    expect(trusted.headers.get("set-cookie") ?? "").not.toContain("trust_device");
+    // the code was not spent: the same one completes the sign-in without trust
+    expect((await secondStep(cookie, "verify-totp", totp(ada.secret))).status).toBe(200);
+  });
+
   it("refuses a wrong code, and audits it under the user", async () => {
     const ada = await enrolled();
     const cookie = await firstStep(ada);
