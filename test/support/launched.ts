@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { ServiceName } from "@core/kit";
+import { portIsFree, testPortRange } from "../../services/iam/test/support/harness.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const SERVICE_NAMES: ServiceName[] = ["iam", "billing", "stack-registry", "platform-registry", "vault"];
@@ -59,13 +59,6 @@ export function launch(env: NodeJS.ProcessEnv, args: string[] = []): Launched {
   };
 }
 
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-  });
-}
 
 /**
  * Base ports for every service with `replicas` free ports from each (base, base+1, …), and the
@@ -74,13 +67,14 @@ function portFree(port: number): Promise<boolean> {
 export async function replicaPorts(replicas: number): Promise<{ env: NodeJS.ProcessEnv; url: (service: ServiceName, replica: number) => string }> {
   const bases: Partial<Record<ServiceName, number>> = {};
   const taken = new Set<number>();
+  const range = testPortRange();
   for (const name of SERVICE_NAMES) {
     for (let attempt = 0; ; attempt++) {
       if (attempt > 200) throw new Error("no free run of ports");
-      const base = 20_000 + Math.floor(Math.random() * 40_000);
+      const base = range.low + Math.floor(Math.random() * (range.high - range.low - replicas));
       const run = Array.from({ length: replicas }, (_, i) => base + i);
       if (run.some((p) => taken.has(p))) continue;
-      if (!(await Promise.all(run.map(portFree))).every(Boolean)) continue;
+      if (!(await Promise.all(run.map(portIsFree))).every(Boolean)) continue;
       run.forEach((p) => taken.add(p));
       bases[name] = base;
       break;

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { applyMigrations, type DatabaseHandle } from "@core/storage";
 import { listen, manualClock, silentLogger, unixSeconds, type RunningServer } from "@core/kit";
@@ -12,16 +13,39 @@ import type { Logger, Mail, Mailer } from "@core/kit";
 export const TEST_SECRET = "test-secret-that-is-long-enough-for-better-auth-0123456789";
 export const REGISTRY_SECRET = "registry-secret-for-tests-0123456789";
 
-/** A free loopback port (closed again at once, so the caller can bind it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Where tests take ports: below the kernel's ephemeral range. A port found free there stays free
+ * until the test's server binds it; in the ephemeral range (where port 0 draws from) any outgoing
+ * connection or another test's listen could take it in between: CI saw EADDRINUSE so, from a
+ * launcher started on ports found free a moment before.
+ */
+export function testPortRange(): { low: number; high: number } {
+  try {
+    const [ephemeralLow] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (ephemeralLow && ephemeralLow > 12_000) return { low: 10_000, high: ephemeralLow - 1 };
+  } catch {
+    // not Linux: below the common default range
+  }
+  return { low: 10_000, high: 32_767 };
+}
+
+/** Whether nothing listens on 127.0.0.1:`port` now. */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
+}
+
+/** A port free on 127.0.0.1 now, from the tests' range (testPortRange). */
+export async function freePort(): Promise<number> {
+  const { low, high } = testPortRange();
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (await portIsFree(port)) return port;
+  }
+  throw new Error(`no free port between ${low} and ${high}`);
 }
 
 /** Config overrides for tests; rate limits may be given in part. */
