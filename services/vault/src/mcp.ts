@@ -2,6 +2,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { registerVaultPrompts } from "./prompts.js";
+import { registerVaultResources } from "./resources.js";
 import { VAULT_TOOLS } from "./tools.js";
 import type { Vault } from "./vault.js";
 
@@ -21,7 +23,7 @@ class InvalidParams extends Error {
   readonly code = ErrorCode.InvalidParams;
 }
 
-/** An MCP server exposing the vault's tools (spec §4.7), for one request (stateless mode). */
+/** An MCP server exposing the vault's tools (spec §4.7), its documents as resources and its prompts (issue 29), for one request (stateless mode). */
 export function createMcpServer(vault: Vault): McpServer {
   const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} } });
   const inputs = new Map<string, z.ZodObject>();
@@ -48,6 +50,8 @@ export function createMcpServer(vault: Vault): McpServer {
     const outcome = definition.run(vault, parsed.data as never);
     return "notFound" in outcome ? text(outcome.notFound, true) : text(outcome.output);
   });
+  registerVaultResources(server, vault);
+  registerVaultPrompts(server, vault);
   return server;
 }
 

@@ -34,7 +34,7 @@ function listItem(doc: VaultDocument) {
   return { path: doc.path, title: doc.title, summary: doc.summary };
 }
 
-const inFolder = (vault: Vault, folder: string) => vault.all().filter((doc) => doc.path.startsWith(`${folder}/`));
+export const inFolder = (vault: Vault, folder: string) => vault.all().filter((doc) => doc.path.startsWith(`${folder}/`));
 const frontMatterText = (doc: VaultDocument, key: string) => {
   const value = doc.frontMatter[key];
   return typeof value === "string" || typeof value === "number" ? String(value).trim() : undefined;
@@ -59,7 +59,7 @@ const ruleView = (doc: VaultDocument) => ({
   tier: Number(doc.frontMatter.tier) || null,
   content: doc.body,
 });
-const serviceName = (doc: VaultDocument) => frontMatterText(doc, "service") ?? doc.path.split("/").pop()!;
+export const serviceName = (doc: VaultDocument) => frontMatterText(doc, "service") ?? doc.path.split("/").pop()!;
 const concernName = (doc: VaultDocument) => frontMatterText(doc, "concern") ?? doc.path.slice("cross-cutting/".length);
 
 /** The 11 read-only tools of spec §4.7. */

@@ -62,4 +62,13 @@ describe("the MCP Inspector in CLI mode", () => {
     expect(result.isError).toBe(true);
     expect(result.content[0].text).toContain("concepts/nowhere");
   });
+
+  it("lists the documents as resources, reads one by its vault:// address, and gets a prompt", async () => {
+    const listed = await inspector(server.mcpUrl, "--method", "resources/list");
+    expect(listed.resources).toContainEqual(expect.objectContaining({ uri: "vault://services/iam", title: "IAM service" }));
+    const read = await inspector(server.mcpUrl, "--method", "resources/read", "--uri", "vault://services/iam");
+    expect(read.contents[0].text).toContain("# IAM service");
+    const prompt = await inspector(server.mcpUrl, "--method", "prompts/get", "--prompt-name", "explain-service", "--prompt-args", "service=iam");
+    expect(prompt.messages[1].content.resource.uri).toBe("vault://services/iam");
+  });
 });

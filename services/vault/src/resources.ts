@@ -1,0 +1,93 @@
+import { ResourceTemplate, type McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { ErrorCode, ListResourcesRequestSchema, type ReadResourceResult, type Resource } from "@modelcontextprotocol/sdk/types.js";
+import type { VaultDocument } from "./documents.js";
+import type { Vault } from "./vault.js";
+
+/**
+ * Every vault document as an MCP resource (issue 29): `vault://services/iam` is the document at
+ * `services/iam.md`. The template is `vault://{+path}`, the reserved expansion, because a plain
+ * `{path}` stops at the first `/` and would match no document below a folder.
+ */
+export const RESOURCE_TEMPLATE = "vault://{+path}";
+export const RESOURCE_PAGE_SIZE = 100;
+const MIME_TYPE = "text/markdown";
+
+export const resourceUri = (path: string) => `vault://${path.split("/").map(encodeURIComponent).join("/")}`;
+
+/** An error the SDK sends as a JSON-RPC error with this code and message. */
+class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+/** The MCP specification's code for a resource that does not exist. */
+const RESOURCE_NOT_FOUND = -32002;
+
+function describe(doc: VaultDocument): Resource {
+  return { uri: resourceUri(doc.path), name: doc.path, title: doc.title, ...(doc.summary ? { description: doc.summary } : {}), mimeType: MIME_TYPE };
+}
+
+/** A document's markdown after its front matter (the listing gives its title and summary). */
+function contentsOf(doc: VaultDocument, uri: string): ReadResourceResult {
+  return { contents: [{ uri, mimeType: MIME_TYPE, text: doc.body }] };
+}
+
+/** The cursor of `resources/list`: the last path of the page before, opaque to clients. */
+const encodeCursor = (path: string) => Buffer.from(JSON.stringify({ after: path }), "utf8").toString("base64url");
+function decodeCursor(cursor: string): string {
+  try {
+    const { after } = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as { after?: unknown };
+    if (typeof after === "string" && after.length > 0 && after.length <= 512) return after;
+  } catch {
+    // answered below
+  }
+  throw new RpcError(ErrorCode.InvalidParams, "Invalid cursor: pass the nextCursor of the page before, unchanged");
+}
+
+/** Registers the vault's documents as resources on `server`: list (paged by path), read, and the template. */
+export function registerVaultResources(server: McpServer, vault: Vault): void {
+  server.registerResource(
+    "vault-document",
+    new ResourceTemplate(RESOURCE_TEMPLATE, {
+      // listing is answered below, paged; the template lists nothing itself
+      list: undefined,
+      complete: {
+        path: (value) =>
+          vault
+            .all()
+            .map((doc) => doc.path)
+            .filter((path) => path.startsWith(value))
+            .sort()
+            .slice(0, 100),
+      },
+    }),
+    { title: "Vault document", description: "A document of the architecture vault by its path, e.g. vault://services/iam", mimeType: MIME_TYPE },
+    (uri, variables) => {
+      const raw = Array.isArray(variables.path) ? variables.path.join("/") : String(variables.path ?? "");
+      let path: string;
+      try {
+        path = decodeURIComponent(raw);
+      } catch {
+        throw new RpcError(ErrorCode.InvalidParams, `Not a vault document address: ${uri.href.slice(0, 600)}`);
+      }
+      const doc = vault.get(path);
+      if (!doc) throw new RpcError(RESOURCE_NOT_FOUND, `Resource not found: ${uri.href.slice(0, 600)}`);
+      return contentsOf(doc, uri.href);
+    },
+  );
+  // The SDK's list ignores the cursor and answers everything at once: a vault of ten thousand
+  // documents is listed a page at a time, in path order, so a page stays the same while it is read.
+  server.server.setRequestHandler(ListResourcesRequestSchema, (request) => {
+    const after = request.params?.cursor === undefined ? null : decodeCursor(request.params.cursor);
+    const docs = [...vault.all()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    const rest = after === null ? docs : docs.filter((doc) => doc.path > after);
+    const page = rest.slice(0, RESOURCE_PAGE_SIZE);
+    return {
+      resources: page.map(describe),
+      ...(rest.length > RESOURCE_PAGE_SIZE ? { nextCursor: encodeCursor(page[page.length - 1]!.path) } : {}),
+    };
+  });
+}
