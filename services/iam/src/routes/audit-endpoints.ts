@@ -1,6 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
-import { cursorParam, errorResponses, forbidden, jsonBody, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
+import { cursorParam, errorResponses, forbidden, jsonBody, jsonContent, limitParam, security, type ServiceApp } from "@core/kit";
 import { holds, type Principal } from "@core/service-auth";
 import {
   endpointJson,
@@ -18,7 +17,7 @@ import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import type { AuditAction } from "../audit.js";
 import { ALLOW_PRIVATE_SETTING, auditEndpointStore } from "../audit-stream.js";
-import { organization } from "../db/schema.js";
+import { findOrganization } from "../organizations.js";
 import { Id, pathParam } from "./schemas.js";
 
 /** `audit.<action>` exactly, or a prefix ending in `.*` (`audit.auth.*`, `audit.*`): new actions need no list. */
@@ -165,9 +164,7 @@ export function auditEndpointRoutes(app: ServiceApp, ctx: IamContext) {
       const { orgId: wanted, ...input } = c.req.valid("json");
       let orgId = manager.orgId;
       if (manager.orgId === null && wanted) {
-        const [org] = await ctx.db.select({ id: organization.id }).from(organization).where(eq(organization.id, wanted));
-        if (!org) throw notFound(`No organization ${wanted}`);
-        orgId = wanted;
+        orgId = (await findOrganization(ctx.db, wanted)).id;
       } else if (manager.orgId !== null && wanted && wanted !== manager.orgId) {
         throw forbidden("An owner registers endpoints for their own organization's events only");
       }
