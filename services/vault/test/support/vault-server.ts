@@ -6,7 +6,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { listen, silentLogger, type RunningServer } from "@core/kit";
+import type { VaultAccess } from "../../src/access.js";
 import { createApp } from "../../src/app.js";
+import { McpSessions, type McpSessionsOptions } from "../../src/sessions.js";
 import { Vault, type VaultOptions } from "../../src/vault.js";
 
 /** The documents of the test vault: every tool has something to find. */
@@ -153,18 +155,32 @@ export interface VaultServer {
   url: string;
   mcpUrl: string;
   vault: Vault;
+  sessions: McpSessions;
   close(): Promise<void>;
 }
 
+export interface VaultServerOptions {
+  /** who may read; made once the server's address is known (the resource URL names it) */
+  access?: (mcpUrl: string) => VaultAccess;
+  sessions?: McpSessionsOptions;
+}
+
 /** The vault's app on a real socket. */
-export async function startVaultServer(dir: string, options: VaultOptions = {}): Promise<VaultServer> {
+export async function startVaultServer(dir: string, options: VaultOptions = {}, serving: VaultServerOptions = {}): Promise<VaultServer> {
   const vault = await Vault.open(dir, options);
-  const server: RunningServer = await listen(createApp({ vault, logger: silentLogger() }), 0, "127.0.0.1");
+  const sessions = new McpSessions(vault, serving.sessions);
+  // the access check needs the URL the server is reached at: its port is chosen first (the
+  // harness is loaded only then: it brings IAM's modules along)
+  const port = serving.access ? await (await import("../../../iam/test/support/harness.js")).freePort() : 0;
+  const access = serving.access?.(`http://127.0.0.1:${port}/mcp`);
+  const server: RunningServer = await listen(createApp({ vault, logger: silentLogger(), sessions, ...(access ? { access } : {}) }), port, "127.0.0.1");
   return {
     url: server.url,
     mcpUrl: `${server.url}/mcp`,
     vault,
+    sessions,
     close: async () => {
+      await sessions.close();
       vault.close();
       await server.close();
     },
