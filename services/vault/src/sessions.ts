@@ -79,6 +79,13 @@ export class McpSessions {
     return this.sessions.size;
   }
 
+  /** How many of them have their notification stream open. */
+  get listening(): number {
+    let open = 0;
+    for (const session of this.sessions.values()) if (session.streams > 0) open++;
+    return open;
+  }
+
   /** Answers a request to `/mcp` from `owner` (the reader's user id; null without auth). */
   async answer(request: Request, owner: string | null): Promise<Response> {
     const sessionId = request.headers.get("mcp-session-id");
@@ -145,11 +152,11 @@ export class McpSessions {
     this.sessions.delete(session.id);
     this.sessions.set(session.id, session);
     const response = await session.transport.handleRequest(request, body === undefined ? undefined : { parsedBody: body });
-    return request.method === "GET" && response.ok && response.body ? this.listening(session, response) : response;
+    return request.method === "GET" && response.ok && response.body ? this.countedStream(session, response) : response;
   }
 
   /** The session's notification stream, counted while it is open so that a listening session is never idle. */
-  private listening(session: Session, response: Response): Response {
+  private countedStream(session: Session, response: Response): Response {
     const reader = response.body!.getReader();
     let open = true;
     const closed = () => {

@@ -187,10 +187,10 @@ export async function startVaultServer(dir: string, options: VaultOptions = {}, 
   };
 }
 
-/** The SDK's own client, initialized against the server. */
-export async function connectClient(mcpUrl: string): Promise<Client> {
+/** The SDK's own client, initialized against the server (with `headers` on every request: a credential). */
+export async function connectClient(mcpUrl: string, headers?: Record<string, string>): Promise<Client> {
   const client = new Client({ name: "vault-test", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), headers ? { requestInit: { headers } } : undefined));
   return client;
 }
 
@@ -228,13 +228,15 @@ export interface ServedVault {
  * A test vault served on a real socket with the SDK's client connected, set up before the tests of
  * the file (or describe block) that calls it and removed after them. Read its fields inside tests.
  */
-export function servedVault(options: { symlinks?: boolean; prepare?: (files: TestVault) => void; vault?: VaultOptions } = {}): ServedVault {
+export function servedVault(
+  options: { symlinks?: boolean; prepare?: (files: TestVault) => void; vault?: VaultOptions; serving?: VaultServerOptions; client?: boolean } = {},
+): ServedVault {
   const served = {} as ServedVault;
   beforeAll(async () => {
     served.files = makeTestVault({ symlinks: options.symlinks });
     options.prepare?.(served.files);
-    served.server = await startVaultServer(served.files.dir, options.vault);
-    served.client = await connectClient(served.server.mcpUrl);
+    served.server = await startVaultServer(served.files.dir, options.vault, options.serving);
+    if (options.client ?? true) served.client = await connectClient(served.server.mcpUrl);
   });
   afterAll(async () => {
     await served.client?.close();
