@@ -62,11 +62,15 @@ const ProtectedResourceMetadata = z
   })
   .openapi("ProtectedResourceMetadata");
 const TransportError = jsonContent(JsonRpcAnswer, "A JSON-RPC error of the transport (id null)");
-/** the refusals of the guard, when auth is required (issue 29) */
+/**
+ * the refusals of the guard, when auth is required (issue 29); the operations name no security
+ * requirement, since `CORE_VAULT_AUTH=off` serves them without one
+ */
 const AUTH_REFUSALS = {
-  ...errorResponses(401, 403, 503),
+  ...errorResponses(401, 403, 429, 503),
   401: { ...errorResponses(401)[401], description: "No credential, or one that is invalid, expired or for another audience; WWW-Authenticate: Bearer names the resource metadata (RFC 9728 §5.1)" },
   403: { ...errorResponses(403)[403], description: "The person does not hold vault:read, or the access token was not granted it; WWW-Authenticate: Bearer error=\"insufficient_scope\"" },
+  429: { ...errorResponses(429)[429], description: "Too many wrong API keys from this client (IAM's limit)" },
   503: { ...errorResponses(503)[503], description: "IAM cannot check a session token or API key, or its key set cannot be fetched" },
 };
 
