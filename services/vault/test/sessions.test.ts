@@ -2,20 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ErrorCode, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { manualClock } from "@core/kit";
 import { SESSION_IDLE_MS } from "../src/sessions.js";
-import { rawRpc, servedVault } from "./support/vault-server.js";
-
-/** Polls until the expectation holds: file events and notifications arrive asynchronously. */
-async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-  }
-}
+import { eventually, rawRpc, servedVault } from "./support/vault-server.js";
 
 const JSON_AND_SSE = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 
