@@ -62,6 +62,10 @@ const ProtectedResourceMetadata = z
   })
   .openapi("ProtectedResourceMetadata");
 const TransportError = jsonContent(JsonRpcAnswer, "A JSON-RPC error of the transport (id null)");
+const BadRequest = {
+  description: "Not a JSON-RPC request, or no session named where one is needed (a JSON-RPC error without id), or input the service refuses to read (the error envelope)",
+  content: { "application/json": { schema: z.union([JsonRpcAnswer, z.object({ error: z.object({ code: z.string(), message: z.string() }) })]) } },
+};
 /**
  * the refusals of the guard, when auth is required (issue 29); the operations name no security
  * requirement, since `CORE_VAULT_AUTH=off` serves them without one
@@ -106,10 +110,7 @@ export function createApp(deps: VaultDeps) {
     responses: {
       200: jsonContent(JsonRpcAnswer, "The JSON-RPC answer: a result, or an error with the request's id"),
       202: { description: "Notifications only: accepted, no body" },
-      400: {
-        description: "Not a JSON-RPC request (a JSON-RPC error without id), or input the service refuses to read (the error envelope)",
-        content: { "application/json": { schema: z.union([JsonRpcAnswer, z.object({ error: z.object({ code: z.string(), message: z.string() }) })]) } },
-      },
+      400: BadRequest,
       ...AUTH_REFUSALS,
       404: TransportError,
       415: jsonContent(JsonRpcAnswer, "The body is not JSON: a JSON-RPC error"),
@@ -123,7 +124,7 @@ export function createApp(deps: VaultDeps) {
     tags: ["mcp"],
     responses: {
       200: { description: "The event stream", content: { "text/event-stream": { schema: z.string() } } },
-      400: TransportError,
+      400: BadRequest,
       ...AUTH_REFUSALS,
       404: TransportError,
       406: TransportError,
@@ -135,7 +136,7 @@ export function createApp(deps: VaultDeps) {
     path: MCP_PATH,
     summary: "Ends a session",
     tags: ["mcp"],
-    responses: { 200: { description: "The session is ended" }, 400: TransportError, ...AUTH_REFUSALS, 404: TransportError },
+    responses: { 200: { description: "The session is ended" }, 400: BadRequest, ...AUTH_REFUSALS, 404: TransportError },
   });
   for (const path of [PROTECTED_RESOURCE_METADATA_PATH, `${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}`]) {
     app.openAPIRegistry.registerPath({
