@@ -2,8 +2,8 @@ import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type CryptoKey,
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { manualClock } from "@core/kit";
-import { remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
-import { principal, startFakeIam, type FakeIam } from "../../../packages/service-auth/test/support/fake-iam.js";
+import { iamKeySet, remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
+import { deadUrl, principal, startFakeIam, type FakeIam } from "../../../packages/service-auth/test/support/fake-iam.js";
 import { VaultAccess } from "../src/access.js";
 import { connectClient, servedVault } from "./support/vault-server.js";
 
@@ -278,6 +278,31 @@ describe("sessions under auth", () => {
     } finally {
       await client.close().catch(() => {});
     }
+  });
+});
+
+describe("IAM's key set out of reach", () => {
+  let gone: string;
+  beforeAll(async () => {
+    gone = await deadUrl();
+  });
+  const cut = servedVault({
+    client: false,
+    serving: {
+      access: (resource) => {
+        const keys = iamKeySet(gone, "vault");
+        const tokens = new ServiceTokenClient(gone, { serviceId: "vault", secret: SECRET });
+        return new VaultAccess({ resource, issuer: iam.url, keys, credentials: remoteResolvers({ iamUrl: gone, serviceId: "vault", tokens, keys, clock }), clock });
+      },
+    },
+  });
+
+  it("answers an access token 503 when the keys to check it cannot be fetched: an outage, not a wrong token", async () => {
+    const token = await accessToken({ aud: cut.server.mcpUrl });
+    const response = await fetch(cut.server.mcpUrl, { method: "POST", headers: { "content-type": "application/json", ...bearer(token) }, body: TOOL_CALL });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("www-authenticate")).toBeNull();
+    expect(((await response.json()) as any).error.code).toBe("UPSTREAM_UNAVAILABLE");
   });
 });
 
