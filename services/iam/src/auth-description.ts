@@ -72,7 +72,7 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
         if (UNSERVED_ROUTES.includes(`${method.toUpperCase()} ${path}`)) delete item[method];
         else describeOperation(path, operation);
       }
-      target.paths[at] = item;
+      if (Object.keys(item).length > 0) target.paths[at] = item;
     }
   };
 }
@@ -90,7 +90,7 @@ function listedSession(session: Json | undefined): Json {
 }
 
 const component = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const REDIRECT_ANSWER = { type: "object", properties: { redirect: { type: "boolean" }, url: { type: "string", format: "uri" } }, required: ["redirect", "url"] };
+const REDIRECT_ANSWER = { type: "object", properties: { redirect: { type: "boolean" }, url: { type: "string", format: "uri-reference" } }, required: ["redirect", "url"] };
 const answering = (description: string, schema: Json) => (operation: Operation) => {
   operation.responses = { ...operation.responses, "200": { description, content: { "application/json": { schema } } } };
 };

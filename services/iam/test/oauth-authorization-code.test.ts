@@ -238,6 +238,19 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       expect((await verified(refreshed.body.access_token)).payload).toMatchObject({ org_id: org.orgId, permissions: [] });
     });
 
+    it("revokes every one of the person's refresh tokens when their password is reset", async () => {
+      const org = await staffedOrg(iam, op);
+      const { clientId, code, verifier } = await codeFor(org.member);
+      const tokens = (await exchangeCode(iam, clientId, code, verifier)).body;
+      expect((await call(iam, "POST", "/api/auth/request-password-reset", { headers: { origin: iam.origin }, body: { email: org.member.email, redirectTo: "/reset-password" } })).status).toBe(200);
+      const mail = iam.mailer.sent.filter((m) => m.to === org.member.email && /new Core password/.test(m.subject)).at(-1)!;
+      const token = new URL(/https?:\/\/\S+/.exec(mail.text)![0]).searchParams.get("token")!;
+      expect((await call(iam, "POST", "/api/auth/reset-password", { headers: { origin: iam.origin }, body: { token, newPassword: "another-horse-battery" } })).status).toBe(200);
+      const refreshed = await refreshGrant(iam, clientId, tokens.refresh_token);
+      expect(refreshed.status).toBe(400);
+      expect(refreshed.body.error).toBe("invalid_grant");
+    });
+
     it("revokes the client's refresh tokens when the session they came from signs out", async () => {
       const org = await staffedOrg(iam, op);
       const { clientId, code, verifier } = await codeFor(org.member);

@@ -268,7 +268,11 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       try {
         const params = await oauthParams(c);
         required(params, "token");
-        if (params.client_id && params.client_id !== CLI_CLIENT_ID) return await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
+        if (params.client_id && params.client_id !== CLI_CLIENT_ID) {
+          // the plugin answers an empty 200; RFC 7009 §2.2 leaves the body open, and ours is {} for both families
+          const answer = await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
+          return answer.ok ? c.json({}, 200, NO_STORE) : answer;
+        }
         requireClient(params);
         const revoked = await ctx.deviceFlow.revoke(params.token!);
         if (revoked) {
