@@ -1,7 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamWithOperator, joinOrg, PASSWORD, staffedOrg, type Iam, type Operator } from "./support/harness.js";
+import { call, createIam, iamWithOperator, joinOrg, PASSWORD, staffedOrg, type Iam, type Operator } from "./support/harness.js";
 import { hiddenFields, PageBrowser } from "./support/pages.js";
 import {
   authorizationCode,
@@ -261,5 +261,18 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       expect(refreshed.status).toBe(400);
       expect(refreshed.body.error).toBe("invalid_grant");
     });
+  });
+
+  it("limits registrations per address (CORE_RATE_LIMIT_CLIENT_REGISTRATION): just inside, then 429", async () => {
+    const limited = await open();
+    try {
+      const strict = await createIam(limited, { config: { rateLimits: { enabled: true, clientRegistration: 2 } } });
+      expect((await registerClient(strict)).status).toBe(201);
+      expect((await registerClient(strict)).status).toBe(201);
+      const third = await registerClient(strict);
+      expect(third.status).toBe(429);
+    } finally {
+      await limited.close();
+    }
   });
 });
