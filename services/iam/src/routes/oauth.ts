@@ -4,6 +4,8 @@ import { clientIpOf, ErrorEnvelopeSchema, errorResponses, jsonContent, notFound,
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
+import { callAuthLibrary } from "../auth-library.js";
+import { OAUTH_SCOPES } from "../oauth-provider.js";
 
 /** RFC 6749 §5.1: token answers are never cached. */
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" };
@@ -34,6 +36,17 @@ function requireClient(params: Record<string, string>) {
   if (params.client_id !== CLI_CLIENT_ID) throw new OAuthError("invalid_client", `Unknown client "${params.client_id}"`);
 }
 
+/**
+ * A token or revocation request of the OAuth provider's clients (oauth-provider.ts), passed to the
+ * plugin's route as a form of the same parameters: the one token endpoint of the discovery document serves both families.
+ */
+function toProvider(c: Context, params: Record<string, string>, path: "/oauth2/token" | "/oauth2/revoke"): Request {
+  const headers = new Headers(c.req.raw.headers);
+  headers.delete("content-length");
+  headers.set("content-type", "application/x-www-form-urlencoded");
+  return new Request(new URL(`/api/auth${path}`, c.req.url), { method: "POST", headers, body: new URLSearchParams(params).toString() });
+}
+
 /** RFC 6749 §5.2: `{ error, error_description }` with HTTP 400. */
 function oauthFailure(c: Context, err: unknown) {
   if (err instanceof OAuthError) return c.json({ error: err.error, error_description: err.description }, 400, NO_STORE);
@@ -50,6 +63,17 @@ const oauthErrors = {
 const TokenSchema = z
   .object({ access_token: z.string(), token_type: z.literal("bearer"), expires_in: z.number().int(), refresh_token: z.string() })
   .openapi("TokenResponse");
+const ProviderTokenSchema = z
+  .object({
+    access_token: z.string(),
+    token_type: z.literal("Bearer"),
+    expires_in: z.number().int(),
+    expires_at: z.number().int().optional(),
+    refresh_token: z.string().optional(),
+    scope: z.string(),
+  })
+  .passthrough()
+  .openapi("ProviderTokenResponse");
 const form = (schema: z.ZodType) => ({
   required: true,
   content: { "application/x-www-form-urlencoded": { schema }, "application/json": { schema } },
@@ -75,18 +99,29 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     return c.json(tokens, 200, NO_STORE);
   }
 
-  // RFC 8414 metadata, so standard clients find the endpoints themselves
-  app.get("/.well-known/oauth-authorization-server", (c) =>
-    c.json({
-      issuer: ctx.config.iamUrl,
-      device_authorization_endpoint: `${ctx.config.iamUrl}/oauth/device/code`,
-      token_endpoint: `${ctx.config.iamUrl}/oauth/token`,
-      revocation_endpoint: `${ctx.config.iamUrl}/oauth/revoke`,
-      grant_types_supported: [DEVICE_CODE_GRANT, "refresh_token"],
-      token_endpoint_auth_methods_supported: ["none"],
-      response_types_supported: [],
-    }),
-  );
+  // RFC 8414 metadata, one document for both grant families: the provider plugin's authorization
+  // server (authorization code, registration; oauth-provider.ts) and the CLI's device flow. Token and
+  // revocation requests of the plugin's clients go through our endpoints to the plugin (below).
+  app.get("/.well-known/oauth-authorization-server", async (c) => {
+    const provider = await ctx.auth.api.getOAuthServerConfig();
+    return c.json(
+      {
+        ...provider,
+        issuer: ctx.config.iamUrl,
+        token_endpoint: `${ctx.config.iamUrl}/oauth/token`,
+        revocation_endpoint: `${ctx.config.iamUrl}/oauth/revoke`,
+        device_authorization_endpoint: `${ctx.config.iamUrl}/oauth/device/code`,
+        grant_types_supported: ["authorization_code", "refresh_token", DEVICE_CODE_GRANT],
+        response_types_supported: ["code"],
+        code_challenge_methods_supported: ["S256"],
+        token_endpoint_auth_methods_supported: ["none"],
+        revocation_endpoint_auth_methods_supported: ["none"],
+        scopes_supported: [...OAUTH_SCOPES],
+      },
+      200,
+      { "cache-control": "public, max-age=300" },
+    );
+  });
 
   app.post(
     route({
@@ -162,14 +197,36 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     route({
       method: "post",
       path: "/oauth/token",
-      summary: "Exchange a refresh token for new tokens (the refresh token rotates; reusing a spent one revokes its family). Also takes the device_code grant, so clients that know one token endpoint work",
-      request: { body: form(z.object({ grant_type: z.enum(["refresh_token", DEVICE_CODE_GRANT]), refresh_token: z.string().optional(), device_code: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
-      responses: { 200: jsonContent(TokenSchema, "The token response (spec §2.2)"), ...oauthErrors },
+      summary:
+        "The token endpoint of both grant families. The CLI (client_id core-cli): a refresh token for new tokens (it rotates; reusing a spent one revokes its family), or the device_code grant. Other clients (registered with the OAuth provider): authorization_code with the PKCE verifier and the resource, or refresh_token (rotating; needs offline_access)",
+      request: {
+        body: form(
+          z.object({
+            grant_type: z.enum(["authorization_code", "refresh_token", DEVICE_CODE_GRANT]),
+            client_id: z.string(),
+            refresh_token: z.string().optional(),
+            device_code: z.string().optional(),
+            code: z.string().optional(),
+            code_verifier: z.string().optional(),
+            redirect_uri: z.string().optional(),
+            resource: z.string().optional(),
+            scope: z.string().optional(),
+          }),
+        ),
+      },
+      responses: {
+        200: jsonContent(z.union([TokenSchema, ProviderTokenSchema]), "The token response: the CLI's (spec §2.2), or the OAuth provider's (RFC 6749 §5.1; a JWT access token for the resource)"),
+        ...oauthErrors,
+        401: jsonContent(OAuthErrorSchema, "The OAuth provider's refusal of a client, or of a wrong PKCE verifier (invalid_request)"),
+      },
     }),
     async (c) => {
       try {
         const params = await oauthParams(c);
         required(params, "grant_type");
+        if (params.grant_type === "authorization_code" || (params.grant_type === "refresh_token" && params.client_id && params.client_id !== CLI_CLIENT_ID)) {
+          return await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/token"));
+        }
         if (params.grant_type === DEVICE_CODE_GRANT) return await deviceToken(c, params);
         if (params.grant_type !== "refresh_token") throw new OAuthError("unsupported_grant_type", "Use refresh_token or the device_code grant");
         required(params, "refresh_token");
@@ -200,13 +257,22 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       method: "post",
       path: "/oauth/revoke",
       summary: "RFC 7009: revoke a refresh token (with its family and sessions) or an access token",
-      request: { body: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
-      responses: { 200: jsonContent(z.object({}), "Revoked, or nothing to revoke"), ...oauthErrors },
+      request: { body: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), client_id: z.string() })) },
+      responses: {
+        200: jsonContent(z.object({}).passthrough(), "Revoked, or nothing to revoke (the CLI's tokens, or the OAuth provider's for its clients)"),
+        ...oauthErrors,
+        401: jsonContent(OAuthErrorSchema, "The OAuth provider's refusal of a client"),
+      },
     }),
     async (c) => {
       try {
         const params = await oauthParams(c);
         required(params, "token");
+        if (params.client_id && params.client_id !== CLI_CLIENT_ID) {
+          // the plugin answers an empty 200; RFC 7009 §2.2 leaves the body open, and ours is {} for both families
+          const answer = await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
+          return answer.ok ? c.json({}, 200, NO_STORE) : answer;
+        }
         requireClient(params);
         const revoked = await ctx.deviceFlow.revoke(params.token!);
         if (revoked) {

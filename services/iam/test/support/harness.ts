@@ -73,6 +73,8 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     mailFrom: "Core <no-reply@localhost>",
     outboxDir: "/nonexistent",
     auditWebhookAllowPrivate: true,
+    vaultResource: "http://localhost:4500/mcp",
+    oauthAccessTokenSeconds: 600,
     ...overrides,
     rateLimits: {
       enabled: false,
@@ -85,6 +87,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       passkey: 20,
       ssoStart: 10,
       twoFactor: 5,
+      clientRegistration: 10,
       ...overrides.rateLimits,
     },
   };
