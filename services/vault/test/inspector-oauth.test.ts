@@ -29,6 +29,7 @@ const packageDir = (name: string) => {
 const inspectorV1Build = join(packageDir("@modelcontextprotocol/inspector-cli")!, "build");
 const inspectorV2Dir = packageDir("@modelcontextprotocol/inspector");
 const inspectorV2 = inspectorV2Dir && join(inspectorV2Dir, "clients", "cli", "build", "index.js");
+const inspectorV2Launcher = inspectorV2Dir && join(inspectorV2Dir, "clients", "launcher", "build", "index.js");
 const hasInspectorV2 = inspectorV2 !== undefined && existsSync(inspectorV2);
 
 if (!hasInspectorV2) {
@@ -122,7 +123,8 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 CLI through OA
       expect(authorization.searchParams.get("resource")).toBe(system.mcpUrl);
 
       const page = await browsers.fresh();
-      await signInAndAllow(page, authorization.href, person);
+      await page.goto(authorization.href);
+      await signInAndAllow(page, person);
       const done = await run.finished;
       expect(done.code, done.stderr).toBe(0);
       expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
@@ -142,5 +144,35 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 CLI through OA
     expect(done.code).toBe(3);
     expect(done.stdout + done.stderr).toContain("auth_required");
     expect(done.stderr).not.toContain("Please navigate to");
+  });
+
+  it("in the web interface: connecting sends the browser through sign-in and consent, and back connected", async () => {
+    const clientPort = await freePort();
+    const web = new CoreProcess(inspectorV2Launcher!, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
+      env: {
+        MCP_STORAGE_DIR: scratchDir("inspector-web"),
+        MCP_INSPECTOR_SECRET_STORE: "file",
+        MCP_AUTO_OPEN_ENABLED: "false",
+        CLIENT_PORT: String(clientPort),
+        MCP_SANDBOX_PORT: String(await freePort()),
+        MCP_APP_ORIGIN_PORT: String(await freePort()),
+      },
+    });
+    try {
+      // the address it prints carries the token that guards its local API
+      const [address] = await web.waitFor(new RegExp(`http://127\\.0\\.0\\.1:${clientPort}/?\\?MCP_INSPECTOR_API_TOKEN=\\w+`), 60_000);
+      const page = await browsers.fresh({ width: 1400, height: 900 });
+      await page.goto(address!);
+      // its connect switch is drawn over by its own track: checked directly
+      await page.getByRole("switch", { name: `Connect or disconnect "${new URL(system.mcpUrl).host}"` }).check({ force: true });
+      await page.waitForURL((url) => url.origin === system.iamUrl);
+      await signInAndAllow(page, person);
+      await page.waitForURL((url) => url.origin === `http://127.0.0.1:${clientPort}`);
+      await page.getByText("Connected", { exact: true }).waitFor();
+      await page.getByRole("tab", { name: "Tools" }).click();
+      await page.getByText("search_docs").first().waitFor();
+    } finally {
+      web.child.kill();
+    }
   });
 });

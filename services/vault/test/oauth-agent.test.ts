@@ -111,7 +111,8 @@ for (const { name, url } of launchDatabases()) {
 
         // 2. the person signs in and allows; the browser lands on the loopback redirect
         const page = await browsers.fresh();
-        await signInAndAllow(page, authorization.href, person);
+        await page.goto(authorization.href);
+      await signInAndAllow(page, person);
         const answer = await callback.received;
         expect(answer.get("error")).toBeNull();
         expect(oauth.isOwnState(answer.get("state"))).toBe(true);

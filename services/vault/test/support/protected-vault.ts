@@ -226,12 +226,11 @@ export function decodeJwt(token: string): { header: Record<string, unknown>; pay
 }
 
 /**
- * The user's part of the authorization in the browser: IAM sends someone not signed in to its
- * sign-in page, brings them back to the request, and asks for consent; Allow sends the browser to
- * the client's redirect URI with the code.
+ * The user's part of the authorization, in a browser that has just opened the authorization URL:
+ * IAM sends someone not signed in to its sign-in page, brings them back to the request, and asks
+ * for consent; Allow sends the browser to the client's redirect URI with the code.
  */
-export async function signInAndAllow(page: Page, authorizationUrl: string, person: Person): Promise<void> {
-  await page.goto(authorizationUrl);
+export async function signInAndAllow(page: Page, person: Person): Promise<void> {
   await page.getByLabel("Email", { exact: true }).fill(person.email);
   await page.getByLabel("Password", { exact: true }).fill(person.password);
   await page.getByRole("button", { name: "Sign in", exact: true }).click();
