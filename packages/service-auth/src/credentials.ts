@@ -43,6 +43,9 @@ const CALLER = "core:caller";
 export const MAX_CREDENTIAL_LENGTH = 512;
 const JWT_SHAPE = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
+/** Whether a bearer token has the shape of a JWT (a service or access token) rather than a session token. */
+export const isJwt = (token: string): boolean => JWT_SHAPE.test(token);
+
 /** The bearer token of a request, if any. */
 export function bearerToken(c: Context): string | null {
   return bearerOf(c.req.header("authorization"));

@@ -1,17 +1,20 @@
 import { ConfigError, probe, trustedProxyHops, type HealthCheck, type ServiceContext } from "@core/kit";
 import type { CredentialResolvers } from "./credentials.js";
+import type { RemoteJWKSet } from "jose";
 import { iamKeySet, keysKnown, remoteResolvers } from "./remote.js";
 import { ServiceTokenClient, type ServiceTokenSource } from "./service-token-client.js";
 
 /**
  * What every resource service needs from IAM, built from the launcher's context (DESIGN §1, §4):
  * credential resolution with its own service token, health checks of its database and of IAM, the
- * readiness check of IAM's keys, and the token source for its own calls to other services.
+ * readiness check of IAM's keys, and the token source for its own calls to other services. A service
+ * without tables (the vault) says `database: false`, and checks no database.
  */
 export function iamBackedDeps(
   ctx: ServiceContext,
   serviceId: string,
-): { credentials: CredentialResolvers; healthChecks: HealthCheck[]; readinessChecks: HealthCheck[]; tokens: ServiceTokenSource } {
+  options: { database?: boolean } = {},
+): { credentials: CredentialResolvers; healthChecks: HealthCheck[]; readinessChecks: HealthCheck[]; tokens: ServiceTokenSource; keys: RemoteJWKSet } {
   const iamUrl = ctx.common.url("iam");
   const secret = ctx.serviceCredentials.get(serviceId);
   if (!secret) {
@@ -24,9 +27,10 @@ export function iamBackedDeps(
   const keys = iamKeySet(iamUrl, serviceId);
   return {
     tokens,
+    keys,
     credentials: remoteResolvers({ iamUrl, serviceId, tokens, keys }),
     healthChecks: [
-      { name: "database", check: ctx.pingDatabase },
+      ...(options.database === false ? [] : [{ name: "database", check: ctx.pingDatabase }]),
       { name: "iam", check: () => probe(`${iamUrl}/api/auth/jwks`) },
     ],
     // DESIGN §10: ready once IAM's keys are known; an IAM that goes away later leaves them known

@@ -69,6 +69,15 @@ describe("service tokens", () => {
     expect(await verify({ foreignKey: true })).toBeNull();
   });
 
+  it("refuses an OAuth access token IAM issued for the vault (issue 29): its audience is the vault's URL and it is no service token", async () => {
+    const access = { headerTyp: "at+jwt", typ: null, sub: "usr_reader", extra: { scope: "vault:read", permissions: ["vault:read"], org_id: "org_tenant", client_id: "client-1" } };
+    expect(await verify({ ...access, aud: "http://localhost:4500/mcp" })).toBeNull();
+    // even one addressed to this service's id: only a token typed "service" names a calling service
+    expect(await verify({ ...access, aud: SERVICE })).toBeNull();
+    // the same token typed as a service token is accepted: what refuses the others is their type and audience
+    expect(await verify({ ...access, aud: SERVICE, typ: "service" })).toEqual({ serviceId: "usr_reader" });
+  });
+
   it("refuses a token whose payload was altered after signing", async () => {
     const [header, , signature] = (await iam.mintServiceToken({ sub: "billing" })).split(".");
     const forged = Buffer.from(JSON.stringify({ ...decodeJwt(await iam.mintServiceToken()), sub: "iam" })).toString("base64url");

@@ -10,6 +10,7 @@ import { authLibraryDescription } from "./auth-description.js";
 import type { IamConfig } from "./config.js";
 import { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PrincipalResolver } from "./principals.js";
+import { revokeOAuthRefreshOfSession } from "./oauth-provider.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { RegistryClient } from "./registry-client.js";
 import { ServiceTokens } from "./service-tokens.js";
@@ -105,7 +106,14 @@ export function createApp(deps: IamDeps) {
     audit,
     onPrincipalsChanged: forgetPrincipals,
     revocations,
-    onSessionRevoked: (sessionId) => deviceFlow.revokeRefreshOfSession(sessionId),
+    onSessionRevoked: async (sessionId) => {
+      await deviceFlow.revokeRefreshOfSession(sessionId);
+      await revokeOAuthRefreshOfSession(db, sessionId, clock.now());
+    },
+    oauthGrants: {
+      actingOrganization: (userId, active) => principals.actingOrganization(userId, active),
+      grantedPermissions: (userId, orgId, sessionId) => principals.oauthPermissions(userId, orgId, sessionId),
+    },
   });
   const rateLimiter = new RateLimiter(db, clock);
   const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId), { limiter: rateLimiter, config: config.rateLimits });

@@ -14,6 +14,7 @@ import { ssoPlugin } from "./sso.js";
 import { signInMethodOf, TWO_FACTOR_PAGE, twoFactorHooks, twoFactorPlugin } from "./two-factor.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
+import { OAUTH_DISABLED_PATHS, oauthProviderPlugins, revokeOAuthRefreshOfUser, type OAuthProviderDeps } from "./oauth-provider.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
 export const CLIENT_IP_HEADER = "x-core-client-ip";
@@ -38,6 +39,8 @@ export interface AuthDeps {
   revocations: UnprovenAccessRevocations;
   /** a session deleted before it expired: the CLI's refresh tokens issued with it must stop working */
   onSessionRevoked: (sessionId: string) => Promise<void>;
+  /** the organization and permissions OAuth access tokens carry (oauth-provider.ts) */
+  oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions">;
 }
 
 /**
@@ -79,6 +82,8 @@ export const DISABLED_PATHS = [
   // two-factor by emailed or texted one-time codes: not offered (TOTP and backup codes are)
   "/two-factor/send-otp",
   "/two-factor/verify-otp",
+  // the OAuth provider's routes beyond authorization, token, registration, revocation and consent
+  ...OAUTH_DISABLED_PATHS,
 ];
 
 /**
@@ -191,6 +196,13 @@ export function createAuth(deps: AuthDeps) {
         passkey: schema.passkey,
         ssoProvider: schema.ssoProvider,
         twoFactor: schema.twoFactor,
+        oauthClient: schema.oauthClient,
+        oauthResource: schema.oauthResource,
+        oauthClientResource: schema.oauthClientResource,
+        oauthRefreshToken: schema.oauthRefreshToken,
+        oauthAccessToken: schema.oauthAccessToken,
+        oauthConsent: schema.oauthConsent,
+        oauthClientAssertion: schema.oauthClientAssertion,
       },
     }),
     emailAndPassword: {
@@ -208,6 +220,8 @@ export function createAuth(deps: AuthDeps) {
       },
       onPasswordReset: async ({ user }, request) => {
         if (request) actingUser.set(request, user.id);
+        // every session ends, and so does every OAuth client's refresh token (the plugin keeps them)
+        await revokeOAuthRefreshOfUser(deps.db, user.id, new Date());
         await deps.mailer.send(passwordChangedMail(config.iamUrl, user.email));
       },
     },
@@ -418,6 +432,7 @@ export function createAuth(deps: AuthDeps) {
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
       ssoPlugin(),
+      ...oauthProviderPlugins({ db: deps.db, config, ...deps.oauthGrants }),
     ],
   });
 }

@@ -23,6 +23,10 @@ export interface IamConfig {
   /** CLI access token (an IAM session) and refresh token lifetimes (DESIGN §5: 1 hour, 30 days) */
   accessTokenSeconds: number;
   refreshTokenSeconds: number;
+  /** the vault's MCP endpoint: the one resource (RFC 8707) IAM issues OAuth access tokens for (ADR 0028) */
+  vaultResource: string;
+  /** lifetime of an OAuth access token for the vault (a JWT: revocation waits for its expiry, so minutes) */
+  oauthAccessTokenSeconds: number;
   smtpUrl: string | undefined;
   mailFrom: string;
   outboxDir: string;
@@ -44,6 +48,8 @@ export interface IamConfig {
     ssoStart: number;
     /** two-factor requests (codes, enrolment, disable, backup codes) per client address, route and window */
     twoFactor: number;
+    /** OAuth client registrations (RFC 7591, unauthenticated) per client address and window */
+    clientRegistration: number;
   };
 }
 
@@ -78,6 +84,8 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     deviceIntervalSeconds: positiveIntEnv(env, "CORE_DEVICE_INTERVAL_SECONDS", 5),
     accessTokenSeconds: positiveIntEnv(env, "CORE_ACCESS_TOKEN_SECONDS", 3600),
     refreshTokenSeconds: positiveIntEnv(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
+    vaultResource: `${common.url("vault")}/mcp`,
+    oauthAccessTokenSeconds: 600,
     smtpUrl: mail.smtpUrl,
     mailFrom: mail.from,
     outboxDir: mail.outboxDir,
@@ -93,6 +101,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
       passkey: positiveIntEnv(env, "CORE_RATE_LIMIT_PASSKEY", 20),
       ssoStart: positiveIntEnv(env, "CORE_RATE_LIMIT_SSO_START", 10),
       twoFactor: positiveIntEnv(env, "CORE_RATE_LIMIT_TWO_FACTOR", 5),
+      clientRegistration: positiveIntEnv(env, "CORE_RATE_LIMIT_CLIENT_REGISTRATION", 10),
     },
   };
 }

@@ -15,6 +15,8 @@ export const TENANT_PERMISSIONS = [
   "billing:manage",
   "apikeys:manage",
   "audit:read",
+  // reading the vault's documents over MCP (issue 29): every role holds it until an organization takes it away
+  "vault:read",
 ] as const;
 
 export const ALL_PERMISSIONS = [...TENANT_PERMISSIONS, ...OPERATOR_PERMISSIONS] as const;
@@ -30,7 +32,7 @@ export function defaultPermissions(orgType: OrgType, role: string): string[] {
   const tenant: Record<string, string[]> = {
     owner: [...TENANT_PERMISSIONS],
     admin: TENANT_PERMISSIONS.filter((p) => p !== "billing:manage"),
-    member: ["platform:read", "billing:read"],
+    member: ["platform:read", "billing:read", "vault:read"],
   };
   const base = tenant[role] ?? [];
   if (orgType !== "core-operator") return base;

@@ -153,6 +153,34 @@ export class PrincipalResolver {
     });
   }
 
+  /**
+   * What an OAuth access token carries for a user in one organization (oauth-provider.ts), at
+   * issuance and at every refresh: their effective permissions there, none when they are no longer
+   * a member, and none when the organization's policy holds back the session the token was issued
+   * through (or that session has ended), as it holds back the session itself.
+   */
+  async oauthPermissions(userId: string, orgId: string, sessionId: string | undefined): Promise<string[]> {
+    const m = await this.membership(userId, orgId);
+    if (!m) return [];
+    if (m.policy.requireTwoFactor || m.policy.requireSso) {
+      const [facts] = sessionId
+        ? await this.db
+            .select({ signInMethod: session.signInMethod, ssoProviderId: session.ssoProviderId, twoFactorEnabled: user.twoFactorEnabled })
+            .from(session)
+            .innerJoin(user, eq(user.id, session.userId))
+            .where(and(eq(session.id, sessionId), eq(session.userId, userId)))
+        : [];
+      if (!facts || (await unmetPolicy(this.db, m.policy, orgId, { ...facts, twoFactorEnabled: facts.twoFactorEnabled === true }))) return [];
+    }
+    return effectivePermissions({ orgType: m.orgType, roles: m.roles, overrides: m.overrides, grants: m.grants, nowSeconds: unixSeconds(this.clock.now()) });
+  }
+
+  /** The organization a user's session acts in: its active one, else the user's operator organization, else their oldest. */
+  async actingOrganization(userId: string, activeOrganizationId: string | null): Promise<string | null> {
+    const result = await this.db.execute(sql`select coalesce(${activeOrganizationId}::text, ${defaultOrganization(sql`${userId}`)}) as org_id`);
+    return rowsOf<{ org_id: string | null }>(result)[0]?.org_id ?? null;
+  }
+
   /** Drops every cached answer: called on revocations and permission changes. */
   forget(): void {
     this.principals.clear();

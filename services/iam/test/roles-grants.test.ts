@@ -14,9 +14,9 @@ import {
   type SignedUp,
 } from "./support/harness.js";
 
-const TENANT_OWNER = ["apikeys:manage", "audit:read", "billing:manage", "billing:read", "members:invite", "org:manage", "platform:read", "platform:write"];
+const TENANT_OWNER = ["apikeys:manage", "audit:read", "billing:manage", "billing:read", "members:invite", "org:manage", "platform:read", "platform:write", "vault:read"];
 const TENANT_ADMIN = TENANT_OWNER.filter((p) => p !== "billing:manage");
-const TENANT_MEMBER = ["billing:read", "platform:read"];
+const TENANT_MEMBER = ["billing:read", "platform:read", "vault:read"];
 const OPERATOR_ONLY = ["billing:operate", "orgs:create", "platforms:manage", "stacks:publish"];
 
 describe.each(testDatabases())("roles and grants on $name", ({ open }) => {

@@ -3,7 +3,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { CallToolRequestSchema, ErrorCode, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { registerVaultPrompts } from "./prompts.js";
-import { registerVaultResources } from "./resources.js";
+import { registerSubscriptions, registerVaultResources } from "./resources.js";
 import { VAULT_TOOLS } from "./tools.js";
 import type { Vault } from "./vault.js";
 
@@ -23,8 +23,11 @@ class InvalidParams extends Error {
   readonly code = ErrorCode.InvalidParams;
 }
 
-/** An MCP server exposing the vault's tools (spec §4.7), its documents as resources and its prompts (issue 29), for one request (stateless mode). */
-export function createMcpServer(vault: Vault): McpServer {
+/**
+ * An MCP server exposing the vault's tools (spec §4.7), its documents as resources and its prompts
+ * (issue 29): for one request (stateless), or for one session, whose `subscriptions` it keeps.
+ */
+export function createMcpServer(vault: Vault, subscriptions?: Set<string>): McpServer {
   const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} } });
   const inputs = new Map<string, z.ZodObject>();
   for (const definition of VAULT_TOOLS) {
@@ -51,29 +54,38 @@ export function createMcpServer(vault: Vault): McpServer {
     return "notFound" in outcome ? text(outcome.notFound, true) : text(outcome.output);
   });
   registerVaultResources(server, vault);
+  registerSubscriptions(server, vault, subscriptions);
   registerVaultPrompts(server, vault);
+  // what is declared is what happens: documents come and go and are watched (the session sends
+  // both notifications), the tools and prompts are fixed
+  server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true }, tools: { listChanged: false }, prompts: { listChanged: false } });
   return server;
 }
 
 /**
- * Answers one `POST /mcp`: a fresh server and stateless transport per request, JSON responses.
  * A plain JSON-RPC client sends only `Content-Type: application/json`; the SDK transport refuses a
- * request that does not also accept `text/event-stream` (406), so the Accept header is completed
- * here: with JSON responses enabled, JSON is what the client gets either way.
+ * POST that does not also accept `text/event-stream` (406), so the Accept header is completed here:
+ * with JSON responses enabled, JSON is what the client gets either way.
  */
-export async function answerMcpRequest(vault: Vault, request: Request): Promise<Response> {
+export function withFullAccept(request: Request, body: string | undefined): Request {
   const headers = new Headers(request.headers);
   const accept = headers.get("accept") ?? "";
-  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+  if (request.method === "POST" && (!accept.includes("application/json") || !accept.includes("text/event-stream"))) {
     headers.set("accept", "application/json, text/event-stream");
   }
-  const body = request.method === "POST" ? await request.text() : undefined;
-  const forwarded = new Request(request.url, { method: request.method, headers, body });
+  return new Request(request.url, { method: request.method, headers, body });
+}
+
+/**
+ * Answers one request without a session: a fresh server and stateless transport, a JSON answer
+ * (spec §4.7). `parsedBody` is the body already read as JSON, when it was JSON.
+ */
+export async function answerStatelessly(vault: Vault, request: Request, parsedBody: unknown): Promise<Response> {
   const server = createMcpServer(vault);
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
-    return await transport.handleRequest(forwarded);
+    return await transport.handleRequest(request, parsedBody === undefined ? undefined : { parsedBody });
   } finally {
     await transport.close();
     await server.close();

@@ -1,5 +1,12 @@
 import { ResourceTemplate, type McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { ErrorCode, ListResourcesRequestSchema, type ReadResourceResult, type Resource } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  ListResourcesRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type ReadResourceResult,
+  type Resource,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { VaultDocument } from "./documents.js";
 import type { Vault } from "./vault.js";
 
@@ -13,6 +20,7 @@ export const RESOURCE_PAGE_SIZE = 100;
 const MIME_TYPE = "text/markdown";
 
 export const resourceUri = (path: string) => `vault://${path.split("/").map(encodeURIComponent).join("/")}`;
+const SCHEME = "vault://";
 
 /** An error the SDK sends as a JSON-RPC error with this code and message. */
 class RpcError extends Error {
@@ -45,6 +53,37 @@ function decodeCursor(cursor: string): string {
     // answered below
   }
   throw new RpcError(ErrorCode.InvalidParams, "Invalid cursor: pass the nextCursor of the page before, unchanged");
+}
+
+/** The vault path a `vault://` address names (`vault://services/iam` → `services/iam`); InvalidParams when it is none. */
+function pathOfResourceUri(uri: string): string {
+  try {
+    if (uri.startsWith(SCHEME) && uri.length > SCHEME.length) return decodeURIComponent(uri.slice(SCHEME.length));
+  } catch {
+    // answered below
+  }
+  throw new RpcError(ErrorCode.InvalidParams, `Not a vault document address: ${uri.slice(0, 600)}`);
+}
+
+/**
+ * `resources/subscribe` and `resources/unsubscribe` (issue 29): the documents of one MCP session
+ * whose changes it is told about (`notifications/resources/updated`). Without a session there is
+ * nowhere to send them, and a subscription is refused with a message saying so.
+ */
+export function registerSubscriptions(server: McpServer, vault: Vault, subscriptions: Set<string> | undefined): void {
+  const needSession = () => new RpcError(ErrorCode.InvalidRequest, "Subscriptions need a session: send initialize first and then its Mcp-Session-Id with every request");
+  server.server.setRequestHandler(SubscribeRequestSchema, (request) => {
+    if (!subscriptions) throw needSession();
+    const doc = vault.get(pathOfResourceUri(request.params.uri));
+    if (!doc) throw new RpcError(RESOURCE_NOT_FOUND, `Resource not found: ${request.params.uri.slice(0, 600)}`);
+    subscriptions.add(doc.path);
+    return {};
+  });
+  server.server.setRequestHandler(UnsubscribeRequestSchema, (request) => {
+    if (!subscriptions) throw needSession();
+    subscriptions.delete(pathOfResourceUri(request.params.uri).replace(/\.md$/i, ""));
+    return {};
+  });
 }
 
 /** Registers the vault's documents as resources on `server`: list (paged by path), read, and the template. */

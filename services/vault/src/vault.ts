@@ -21,11 +21,20 @@ export interface IndexingReport {
   ms: number;
 }
 
+/** Which documents an update of the index added, changed or removed, by vault path (for subscriptions). */
+export interface DocumentChanges {
+  added: string[];
+  changed: string[];
+  removed: string[];
+}
+
 export interface VaultOptions {
   /** re-index on file changes (default true) */
   watch?: boolean;
   onIndexed?: (report: IndexingReport) => void;
 }
+
+const sameDocument = (a: VaultDocument, b: VaultDocument) => a.body === b.body && JSON.stringify(a.frontMatter) === JSON.stringify(b.frontMatter);
 
 /** how long file events settle before the index is updated */
 const SETTLE_MS = 50;
@@ -107,6 +116,7 @@ export class Vault {
   /** updates run one after another */
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
+  private readonly listeners = new Set<(changes: DocumentChanges) => void>();
 
   private constructor(
     private readonly root: string,
@@ -154,6 +164,15 @@ export class Vault {
     return this.index.search(query, options.limit, options.category);
   }
 
+  /**
+   * Calls `listener` after each update of the index that added, changed or removed documents
+   * (MCP resource subscriptions); returns the function that stops it.
+   */
+  onChange(listener: (changes: DocumentChanges) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   /** Reads the whole folder again and swaps the new index in at once. */
   rebuild(): Promise<void> {
     return this.enqueue(() => this.readAll());
@@ -188,9 +207,23 @@ export class Vault {
       const source = await readText(real);
       if (source !== undefined) documents.push(parseDocument(path, source));
     });
+    const before = this.index;
     this.index = DocumentIndex.of(documents);
     this.hasSymlinks = symlinks;
+    const changes: DocumentChanges = { added: [], changed: [], removed: [] };
+    for (const doc of this.index.all()) {
+      const old = before.get(doc.path);
+      if (!old) changes.added.push(doc.path);
+      else if (!sameDocument(old, doc)) changes.changed.push(doc.path);
+    }
+    for (const doc of before.all()) if (!this.index.get(doc.path)) changes.removed.push(doc.path);
     this.onIndexed({ kind: "full", documents: this.index.size, touched: documents.length, ms: performance.now() - started });
+    this.announce(changes);
+  }
+
+  private announce(changes: DocumentChanges): void {
+    if (changes.added.length + changes.changed.length + changes.removed.length === 0) return;
+    for (const listener of this.listeners) listener(changes);
   }
 
   /**
@@ -215,13 +248,22 @@ export class Vault {
       const path = vaultPathOf(name);
       changes.push([path, source === undefined ? undefined : parseDocument(path, source)]);
     }
+    const changed: DocumentChanges = { added: [], changed: [], removed: [] };
     for (const [path, doc] of changes) {
-      if (doc) this.index.put(doc);
-      else this.index.remove(path);
+      const old = this.index.get(path);
+      if (doc) {
+        if (!old) changed.added.push(path);
+        else if (!sameDocument(old, doc)) changed.changed.push(path);
+        this.index.put(doc);
+      } else if (old) {
+        changed.removed.push(path);
+        this.index.remove(path);
+      }
     }
     if (changes.length) {
       this.onIndexed({ kind: "changed", documents: this.index.size, touched: changes.length, ms: performance.now() - started });
     }
+    this.announce(changed);
     return true;
   }
 

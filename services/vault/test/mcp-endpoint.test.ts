@@ -99,10 +99,16 @@ describe("POST /mcp from a plain JSON-RPC client (Content-Type: application/json
     expect(fresh.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  it("refuses GET on /mcp with 405: the server is stateless and streams nothing", async () => {
-    const response = await fetch(served.server.mcpUrl);
+  it("answers GET on /mcp without a session with 400: a stream belongs to a session", async () => {
+    const response = await fetch(served.server.mcpUrl, { headers: { accept: "text/event-stream" } });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" }, id: null });
+  });
+
+  it("refuses PUT on /mcp with 405, naming the methods it takes", async () => {
+    const response = await fetch(served.server.mcpUrl, { method: "PUT", headers: { "content-type": "application/json" }, body: "{}" });
     expect(response.status).toBe(405);
-    expect(response.headers.get("allow")).toBe("POST");
+    expect(response.headers.get("allow")).toBe("GET, POST, DELETE");
   });
 });
 
@@ -140,11 +146,21 @@ describe("the description of POST /mcp", () => {
   const post = (body: string, contentType = "application/json") =>
     fetch(served.server.mcpUrl, { method: "POST", headers: { "content-type": contentType }, body });
 
-  it("describes POST /mcp, /health and /metrics, and each answer it lists is one the endpoint gives", async () => {
+  it("describes /mcp, the resource metadata, /health and /metrics, and each answer it lists for POST /mcp is one the endpoint gives", async () => {
     const doc = (await (await fetch(`${served.server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
-    expect(Object.keys(doc.paths).sort()).toEqual(["/health", "/health/live", "/health/ready", "/mcp", "/metrics"]);
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      "/.well-known/oauth-protected-resource",
+      "/.well-known/oauth-protected-resource/mcp",
+      "/health",
+      "/health/live",
+      "/health/ready",
+      "/mcp",
+      "/metrics",
+    ]);
+    expect(Object.keys(doc.paths["/mcp"]!).sort()).toEqual(["delete", "get", "post"]);
     const listed = Object.keys(doc.paths["/mcp"]!.post!.responses).sort();
-    expect(listed).toEqual(["200", "202", "400", "413", "415", "431"]);
+    // 401, 403 and 503 are the refusals of auth, given in access.test.ts
+    expect(listed).toEqual(["200", "202", "400", "401", "403", "404", "413", "415", "431", "503"]);
     const seen = [
       (await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }))).status,
       (await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status,
@@ -154,8 +170,15 @@ describe("the description of POST /mcp", () => {
       (await post(JSON.stringify({ pad: "x".repeat(1024 * 1024) }))).status,
       (await post("ping", "text/plain")).status,
       (await fetch(`${served.server.mcpUrl}?pad=${"x".repeat(20_000)}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status,
+      (
+        await fetch(served.server.mcpUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json", "mcp-session-id": "no-such-session" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "resources/subscribe", params: { uri: "vault://services/iam" } }),
+        })
+      ).status,
     ];
-    expect(seen).toEqual([200, 202, 400, 400, 400, 413, 415, 431]);
+    expect(seen).toEqual([200, 202, 400, 400, 400, 413, 415, 431, 404]);
   });
 });
 

@@ -49,6 +49,10 @@ export interface MintOptions {
   foreignKey?: boolean;
   /** sign with the previous key after a rotation */
   previousKey?: boolean;
+  /** the header's `typ` (default `JWT`): `at+jwt` makes an OAuth access token's shape (RFC 9068) */
+  headerTyp?: string;
+  /** further claims (an access token's `scope`, `permissions`) */
+  extra?: Record<string, unknown>;
 }
 
 interface SigningKey {
@@ -111,8 +115,9 @@ export async function startFakeIam(): Promise<FakeIam> {
       iat,
       exp: options.exp === undefined ? (iat ?? nowSeconds()) + state.tokenLifetime : options.exp,
     };
+    Object.assign(claims, options.extra);
     for (const [name, value] of Object.entries(claims)) if (value === null) delete claims[name];
-    return new SignJWT(claims).setProtectedHeader({ alg: "EdDSA", kid: key.kid, typ: "JWT" }).sign(key.privateKey);
+    return new SignJWT(claims).setProtectedHeader({ alg: "EdDSA", kid: key.kid, typ: options.headerTyp ?? "JWT" }).sign(key.privateKey);
   }
 
   /** IAM accepts only its own service tokens addressed to it */

@@ -264,6 +264,181 @@ export const passkey = iam.table(
   (t) => [index("passkey_user_id_idx").on(t.userId), uniqueIndex("passkey_credential_id_idx").on(t.credentialID)],
 );
 
+/**
+ * The OAuth provider plugin's tables (@better-auth/oauth-provider; ADR 0028): IAM as the
+ * authorization server of MCP clients. Clients register themselves (RFC 7591) and hold no secret
+ * (public clients); the vault's MCP URL is the one resource (RFC 8707). Refresh tokens and opaque
+ * access tokens are stored hashed; JWT access tokens are not stored. A consent's `referenceId` is the
+ * organization the person acted in (oauth-provider.ts). Separate from the CLI's device flow tables.
+ * Unlike the plugin's own schema, a token's session id has no foreign key: the plugin would only
+ * unlink a token from its ended session, where IAM revokes it.
+ */
+export const oauthClient = iam.table(
+  "oauth_client",
+  {
+    id: text("id").primaryKey(),
+    clientId: text("client_id").notNull().unique(),
+    clientSecret: text("client_secret"),
+    clientDiscoveryId: text("client_discovery_id"),
+    disabled: boolean("disabled").default(false),
+    skipConsent: boolean("skip_consent"),
+    enableEndSession: boolean("enable_end_session"),
+    subjectType: text("subject_type"),
+    scopes: text("scopes").array(),
+    clientCredentialsScopes: text("client_credentials_scopes").array().default(sql`'{}'::text[]`),
+    userId: text("user_id").references(() => user.id, { onDelete: "cascade" }),
+    createdAt: ts("created_at"),
+    updatedAt: ts("updated_at"),
+    name: text("name"),
+    uri: text("uri"),
+    icon: text("icon"),
+    contacts: text("contacts").array(),
+    tos: text("tos"),
+    policy: text("policy"),
+    softwareId: text("software_id"),
+    softwareVersion: text("software_version"),
+    softwareStatement: text("software_statement"),
+    redirectUris: text("redirect_uris").array().notNull(),
+    postLogoutRedirectUris: text("post_logout_redirect_uris").array(),
+    backchannelLogoutUri: text("backchannel_logout_uri"),
+    backchannelLogoutSessionRequired: boolean("backchannel_logout_session_required"),
+    tokenEndpointAuthMethod: text("token_endpoint_auth_method"),
+    applicationType: text("application_type"),
+    jwks: text("jwks"),
+    jwksUri: text("jwks_uri"),
+    grantTypes: text("grant_types").array(),
+    responseTypes: text("response_types").array(),
+    requirePKCE: boolean("require_pkce"),
+    dpopBoundAccessTokens: boolean("dpop_bound_access_tokens").default(false),
+    referenceId: text("reference_id"),
+    metadata: jsonb("metadata"),
+  },
+  (t) => [index("oauth_client_user_id_idx").on(t.userId)],
+);
+
+export const oauthResource = iam.table("oauth_resource", {
+  id: text("id").primaryKey(),
+  identifier: text("identifier").notNull().unique(),
+  name: text("name").notNull(),
+  accessTokenTtl: integer("access_token_ttl"),
+  refreshTokenTtl: integer("refresh_token_ttl"),
+  signingAlgorithm: text("signing_algorithm"),
+  signingKeyId: text("signing_key_id"),
+  allowedScopes: text("allowed_scopes").array(),
+  customClaims: jsonb("custom_claims"),
+  dpopBoundAccessTokensRequired: boolean("dpop_bound_access_tokens_required").default(false),
+  disabled: boolean("disabled").default(false),
+  createdAt: ts("created_at"),
+  updatedAt: ts("updated_at"),
+  policyVersion: integer("policy_version").default(1),
+  metadata: jsonb("metadata"),
+});
+
+export const oauthClientResource = iam.table(
+  "oauth_client_resource",
+  {
+    id: text("id").primaryKey(),
+    clientId: text("client_id")
+      .notNull()
+      .references(() => oauthClient.clientId, { onDelete: "cascade" }),
+    resourceId: text("resource_id")
+      .notNull()
+      .references(() => oauthResource.identifier, { onDelete: "cascade" }),
+    metadata: jsonb("metadata"),
+    createdAt: ts("created_at"),
+  },
+  (t) => [index("oauth_client_resource_client_id_idx").on(t.clientId), index("oauth_client_resource_resource_id_idx").on(t.resourceId), uniqueIndex("oauth_client_resource_pair_idx").on(t.clientId, t.resourceId)],
+);
+
+export const oauthRefreshToken = iam.table(
+  "oauth_refresh_token",
+  {
+    id: text("id").primaryKey(),
+    token: text("token").notNull().unique(),
+    clientId: text("client_id")
+      .notNull()
+      .references(() => oauthClient.clientId, { onDelete: "cascade" }),
+    // no foreign key: when a session ends its id stays, so IAM revokes what was issued through it (oauth-provider.ts)
+    sessionId: text("session_id"),
+    userId: text("user_id")
+      .notNull()
+      .references(() => user.id, { onDelete: "cascade" }),
+    referenceId: text("reference_id"),
+    authorizationCodeId: text("authorization_code_id"),
+    resources: text("resources").array(),
+    requestedUserInfoClaims: text("requested_user_info_claims").array(),
+    expiresAt: ts("expires_at"),
+    createdAt: ts("created_at"),
+    revoked: ts("revoked"),
+    rotatedAt: ts("rotated_at"),
+    rotationReplayResponse: text("rotation_replay_response"),
+    rotationReplayExpiresAt: ts("rotation_replay_expires_at"),
+    authTime: ts("auth_time"),
+    confirmation: jsonb("confirmation"),
+    scopes: text("scopes").array().notNull(),
+  },
+  (t) => [
+    index("oauth_refresh_token_client_id_idx").on(t.clientId),
+    index("oauth_refresh_token_session_id_idx").on(t.sessionId),
+    index("oauth_refresh_token_user_id_idx").on(t.userId),
+    index("oauth_refresh_token_authorization_code_id_idx").on(t.authorizationCodeId),
+  ],
+);
+
+export const oauthAccessToken = iam.table(
+  "oauth_access_token",
+  {
+    id: text("id").primaryKey(),
+    token: text("token").unique(),
+    clientId: text("client_id")
+      .notNull()
+      .references(() => oauthClient.clientId, { onDelete: "cascade" }),
+    // no foreign key: when a session ends its id stays, so IAM revokes what was issued through it (oauth-provider.ts)
+    sessionId: text("session_id"),
+    userId: text("user_id").references(() => user.id, { onDelete: "cascade" }),
+    referenceId: text("reference_id"),
+    authorizationCodeId: text("authorization_code_id"),
+    resources: text("resources").array(),
+    requestedUserInfoClaims: text("requested_user_info_claims").array(),
+    refreshId: text("refresh_id").references(() => oauthRefreshToken.id, { onDelete: "cascade" }),
+    expiresAt: ts("expires_at"),
+    createdAt: ts("created_at"),
+    revoked: ts("revoked"),
+    confirmation: jsonb("confirmation"),
+    scopes: text("scopes").array().notNull(),
+  },
+  (t) => [
+    index("oauth_access_token_client_id_idx").on(t.clientId),
+    index("oauth_access_token_session_id_idx").on(t.sessionId),
+    index("oauth_access_token_user_id_idx").on(t.userId),
+    index("oauth_access_token_authorization_code_id_idx").on(t.authorizationCodeId),
+    index("oauth_access_token_refresh_id_idx").on(t.refreshId),
+  ],
+);
+
+export const oauthConsent = iam.table(
+  "oauth_consent",
+  {
+    id: text("id").primaryKey(),
+    clientId: text("client_id")
+      .notNull()
+      .references(() => oauthClient.clientId, { onDelete: "cascade" }),
+    userId: text("user_id").references(() => user.id, { onDelete: "cascade" }),
+    referenceId: text("reference_id"),
+    resources: text("resources").array(),
+    requestedUserInfoClaims: text("requested_user_info_claims").array(),
+    scopes: text("scopes").array().notNull(),
+    createdAt: ts("created_at"),
+    updatedAt: ts("updated_at"),
+  },
+  (t) => [index("oauth_consent_client_id_idx").on(t.clientId), index("oauth_consent_user_id_idx").on(t.userId)],
+);
+
+export const oauthClientAssertion = iam.table("oauth_client_assertion", {
+  id: text("id").primaryKey(),
+  expiresAt: ts("expires_at").notNull(),
+});
+
 // ── ours ────────────────────────────────────────────────────────────────────────────────────────
 
 /** Per-organization overrides of a role's permissions (spec §4.3 `/api/core/roles`). */

@@ -12,10 +12,11 @@ import { signInPages } from "./sign-in.js";
 import { ssoPages } from "./sso.js";
 import { twoFactorPages } from "./two-factor.js";
 import { orgPolicyPages } from "./org-policy.js";
+import { oauthConsentPages } from "./oauth-consent.js";
 import { STYLESHEET } from "./stylesheet.js";
 
 /** Paths of the pages, whose bodies are forms (app.ts leaves them out of the JSON-only check). */
-export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email|invitations)(\/|$)/.test(path);
+export const isPagePath = (path: string) => /^\/(sign-in|sign-up|sign-out|device|onboarding|account|forgot-password|reset-password|verify-email|invitations|oauth\/consent)(\/|$)/.test(path);
 
 /**
  * The browser pages IAM serves (issue 3): server-rendered HTML, no script but passkeys.js, CSRF tokens on every
@@ -34,4 +35,5 @@ export function pageRoutes(app: ServiceApp, ctx: IamContext) {
   ssoPages(app, ctx);
   twoFactorPages(app, ctx);
   orgPolicyPages(app, ctx);
+  oauthConsentPages(app, ctx);
 }

@@ -5,6 +5,7 @@ import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
 import { TWO_FACTOR_PAGE } from "../two-factor.js";
+import { authorizeAfterSignIn } from "../oauth-provider.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
 import { PasskeySignIn } from "./passkeys.js";
 import { browserForm, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
@@ -34,6 +35,7 @@ export function purposeOf(next: string | null): string | null {
   const path = next?.split(/[?#]/)[0] ?? "";
   if (path === "/device" || path.startsWith("/device/")) return "Sign in to approve the Core CLI (core login) on your computer.";
   if (path.startsWith("/invitations/")) return "Sign in to answer your invitation: with the address it was sent to.";
+  if (path === "/api/auth/oauth2/authorize" || path === "/oauth/consent") return "Sign in to let an app (an AI agent or editor) read the Core vault for you.";
   return null;
 }
 
@@ -122,7 +124,9 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
   app.get(
     "/sign-in",
     page(ctx, async (c) => {
-      const next = safeNext(c.req.query("next"), ctx.config.returnOrigins);
+      // the OAuth provider's login page (oauth-provider.ts): back to authorize afterwards
+      const oauthReturn = authorizeAfterSignIn(new URL(c.req.url).searchParams);
+      const next = oauthReturn ?? safeNext(c.req.query("next"), ctx.config.returnOrigins);
       if (await isSignedIn(c, ctx)) return c.redirect(next ?? "/", 302);
       const notice: Notice = c.req.query("signed_out")
         ? { kind: "success", text: "You are signed out." }

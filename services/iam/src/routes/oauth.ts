@@ -4,6 +4,8 @@ import { clientIpOf, ErrorEnvelopeSchema, errorResponses, jsonContent, notFound,
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
+import { callAuthLibrary } from "../auth-library.js";
+import { OAUTH_SCOPES } from "../oauth-provider.js";
 
 /** RFC 6749 §5.1: token answers are never cached. */
 const NO_STORE = { "cache-control": "no-store", pragma: "no-cache" };
@@ -32,6 +34,17 @@ function required(params: Record<string, string>, ...names: string[]) {
 function requireClient(params: Record<string, string>) {
   required(params, "client_id");
   if (params.client_id !== CLI_CLIENT_ID) throw new OAuthError("invalid_client", `Unknown client "${params.client_id}"`);
+}
+
+/**
+ * A token or revocation request of the OAuth provider's clients (oauth-provider.ts), passed to the
+ * plugin's route as a form of the same parameters: the one token endpoint of the discovery document serves both families.
+ */
+function toProvider(c: Context, params: Record<string, string>, path: "/oauth2/token" | "/oauth2/revoke"): Request {
+  const headers = new Headers(c.req.raw.headers);
+  headers.delete("content-length");
+  headers.set("content-type", "application/x-www-form-urlencoded");
+  return new Request(new URL(`/api/auth${path}`, c.req.url), { method: "POST", headers, body: new URLSearchParams(params).toString() });
 }
 
 /** RFC 6749 §5.2: `{ error, error_description }` with HTTP 400. */
@@ -75,18 +88,29 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     return c.json(tokens, 200, NO_STORE);
   }
 
-  // RFC 8414 metadata, so standard clients find the endpoints themselves
-  app.get("/.well-known/oauth-authorization-server", (c) =>
-    c.json({
-      issuer: ctx.config.iamUrl,
-      device_authorization_endpoint: `${ctx.config.iamUrl}/oauth/device/code`,
-      token_endpoint: `${ctx.config.iamUrl}/oauth/token`,
-      revocation_endpoint: `${ctx.config.iamUrl}/oauth/revoke`,
-      grant_types_supported: [DEVICE_CODE_GRANT, "refresh_token"],
-      token_endpoint_auth_methods_supported: ["none"],
-      response_types_supported: [],
-    }),
-  );
+  // RFC 8414 metadata, one document for both grant families: the provider plugin's authorization
+  // server (authorization code, registration; oauth-provider.ts) and the CLI's device flow. Token and
+  // revocation requests of the plugin's clients go through our endpoints to the plugin (below).
+  app.get("/.well-known/oauth-authorization-server", async (c) => {
+    const provider = await ctx.auth.api.getOAuthServerConfig();
+    return c.json(
+      {
+        ...provider,
+        issuer: ctx.config.iamUrl,
+        token_endpoint: `${ctx.config.iamUrl}/oauth/token`,
+        revocation_endpoint: `${ctx.config.iamUrl}/oauth/revoke`,
+        device_authorization_endpoint: `${ctx.config.iamUrl}/oauth/device/code`,
+        grant_types_supported: ["authorization_code", "refresh_token", DEVICE_CODE_GRANT],
+        response_types_supported: ["code"],
+        code_challenge_methods_supported: ["S256"],
+        token_endpoint_auth_methods_supported: ["none"],
+        revocation_endpoint_auth_methods_supported: ["none"],
+        scopes_supported: [...OAUTH_SCOPES],
+      },
+      200,
+      { "cache-control": "public, max-age=300" },
+    );
+  });
 
   app.post(
     route({
@@ -170,6 +194,9 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       try {
         const params = await oauthParams(c);
         required(params, "grant_type");
+        if (params.grant_type === "authorization_code" || (params.grant_type === "refresh_token" && params.client_id && params.client_id !== CLI_CLIENT_ID)) {
+          return await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/token"));
+        }
         if (params.grant_type === DEVICE_CODE_GRANT) return await deviceToken(c, params);
         if (params.grant_type !== "refresh_token") throw new OAuthError("unsupported_grant_type", "Use refresh_token or the device_code grant");
         required(params, "refresh_token");
@@ -207,6 +234,7 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       try {
         const params = await oauthParams(c);
         required(params, "token");
+        if (params.client_id && params.client_id !== CLI_CLIENT_ID) return await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
         requireClient(params);
         const revoked = await ctx.deviceFlow.revoke(params.token!);
         if (revoked) {

@@ -73,6 +73,8 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     mailFrom: "Core <no-reply@localhost>",
     outboxDir: "/nonexistent",
     auditWebhookAllowPrivate: true,
+    vaultResource: "http://localhost:4500/mcp",
+    oauthAccessTokenSeconds: 600,
     ...overrides,
     rateLimits: {
       enabled: false,
@@ -85,6 +87,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
       passkey: 20,
       ssoStart: 10,
       twoFactor: 5,
+      clientRegistration: 10,
       ...overrides.rateLimits,
     },
   };
@@ -118,7 +121,7 @@ export async function createIam(
   const clock = manualClock(new Date());
   const app = createApp({
     db: database.db,
-    logger: options.logger ?? silentLogger(),
+    logger: options.logger ?? (process.env.DEBUG_IAM ? ({ info() {}, warn: console.warn, error: console.error, debug() {}, child() { return this; } } as unknown as Logger) : silentLogger()),
     config,
     serviceCredentials: options.serviceCredentials ?? new Map([["platform-registry", REGISTRY_SECRET]]),
     mailer,

@@ -6,7 +6,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { listen, silentLogger, type RunningServer } from "@core/kit";
+import type { VaultAccess } from "../../src/access.js";
 import { createApp } from "../../src/app.js";
+import { McpSessions, type McpSessionsOptions } from "../../src/sessions.js";
 import { Vault, type VaultOptions } from "../../src/vault.js";
 
 /** The documents of the test vault: every tool has something to find. */
@@ -153,28 +155,42 @@ export interface VaultServer {
   url: string;
   mcpUrl: string;
   vault: Vault;
+  sessions: McpSessions;
   close(): Promise<void>;
 }
 
+export interface VaultServerOptions {
+  /** who may read; made once the server's address is known (the resource URL names it) */
+  access?: (mcpUrl: string) => VaultAccess;
+  sessions?: McpSessionsOptions;
+}
+
 /** The vault's app on a real socket. */
-export async function startVaultServer(dir: string, options: VaultOptions = {}): Promise<VaultServer> {
+export async function startVaultServer(dir: string, options: VaultOptions = {}, serving: VaultServerOptions = {}): Promise<VaultServer> {
   const vault = await Vault.open(dir, options);
-  const server: RunningServer = await listen(createApp({ vault, logger: silentLogger() }), 0, "127.0.0.1");
+  const sessions = new McpSessions(vault, serving.sessions);
+  // the access check needs the URL the server is reached at: its port is chosen first (the
+  // harness is loaded only then: it brings IAM's modules along)
+  const port = serving.access ? await (await import("../../../iam/test/support/harness.js")).freePort() : 0;
+  const access = serving.access?.(`http://127.0.0.1:${port}/mcp`);
+  const server: RunningServer = await listen(createApp({ vault, logger: silentLogger(), sessions, ...(access ? { access } : {}) }), port, "127.0.0.1");
   return {
     url: server.url,
     mcpUrl: `${server.url}/mcp`,
     vault,
+    sessions,
     close: async () => {
+      await sessions.close();
       vault.close();
       await server.close();
     },
   };
 }
 
-/** The SDK's own client, initialized against the server. */
-export async function connectClient(mcpUrl: string): Promise<Client> {
+/** The SDK's own client, initialized against the server (with `headers` on every request: a credential). */
+export async function connectClient(mcpUrl: string, headers?: Record<string, string>): Promise<Client> {
   const client = new Client({ name: "vault-test", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(mcpUrl), headers ? { requestInit: { headers } } : undefined));
   return client;
 }
 
@@ -212,13 +228,15 @@ export interface ServedVault {
  * A test vault served on a real socket with the SDK's client connected, set up before the tests of
  * the file (or describe block) that calls it and removed after them. Read its fields inside tests.
  */
-export function servedVault(options: { symlinks?: boolean; prepare?: (files: TestVault) => void; vault?: VaultOptions } = {}): ServedVault {
+export function servedVault(
+  options: { symlinks?: boolean; prepare?: (files: TestVault) => void; vault?: VaultOptions; serving?: VaultServerOptions; client?: boolean } = {},
+): ServedVault {
   const served = {} as ServedVault;
   beforeAll(async () => {
     served.files = makeTestVault({ symlinks: options.symlinks });
     options.prepare?.(served.files);
-    served.server = await startVaultServer(served.files.dir, options.vault);
-    served.client = await connectClient(served.server.mcpUrl);
+    served.server = await startVaultServer(served.files.dir, options.vault, options.serving);
+    if (options.client ?? true) served.client = await connectClient(served.server.mcpUrl);
   });
   afterAll(async () => {
     await served.client?.close();
