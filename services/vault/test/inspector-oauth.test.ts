@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CoreProcess, removeScratchDirs, scratchDir } from "../../../packages/cli/test/support/cli.js";
 import { freePort } from "../../iam/test/support/harness.js";
-import { Browsers, hasChromium, requireBrowserOrSkip } from "../../../test/support/chromium.js";
+import { Browsers, hasChromium, requireBrowserOrSkip, SCREENSHOTS } from "../../../test/support/chromium.js";
 import { apiKeyOf, launchProtectedSystem, personWithOrganization, signInAndAllow, type Person, type ProtectedSystem } from "./support/protected-vault.js";
 
 /**
@@ -14,9 +14,10 @@ import { apiKeyOf, launchProtectedSystem, personWithOrganization, signInAndAllow
  * - Version 1 (`@modelcontextprotocol/inspector-cli` 1.0.3, installed, `npm run inspector`) has no
  *   OAuth: it reaches the vault with a credential given as a header, the path scripts and CI take.
  * - Version 2 (`@modelcontextprotocol/inspector`, the package's current line) runs the whole OAuth
- *   flow in its CLI mode: discovery, registration, a loopback callback listener, and the
- *   authorization in a browser (here Chromium, driven by the test); its token is stored and a second
- *   run uses it without a browser. Skipped, loudly, while the package is not installed.
+ *   flow: in CLI mode with discovery, registration, a loopback callback listener and the
+ *   authorization in a browser (here Chromium, driven by the test), its token stored so that a
+ *   second run needs no browser; in its web interface by sending the page itself through IAM's
+ *   sign-in and consent. Skipped, loudly, while the package is not installed.
  */
 const require = createRequire(import.meta.url);
 const packageDir = (name: string) => {
@@ -66,10 +67,10 @@ describe("the Inspector 1.0.3 CLI with a credential as a header", { timeout: 60_
       ),
     );
 
-  it("is refused without a credential: the vault answers 401", async () => {
+  it("is refused without a credential: the vault answers UNAUTHENTICATED", async () => {
     const done = await inspector(...searchArgs);
     expect(done.code).not.toBe(0);
-    expect(done.stdout + done.stderr).toMatch(/401/);
+    expect(done.stdout + done.stderr).toContain('"code":"UNAUTHENTICATED"');
   });
 
   it("calls search_docs with the CLI's session token as a bearer token", async () => {
@@ -78,17 +79,15 @@ describe("the Inspector 1.0.3 CLI with a credential as a header", { timeout: 60_
     expect(itemsOf(JSON.parse(done.stdout.slice(done.stdout.indexOf("{"))))[0]!.path).toBe("concepts/tenancy");
   });
 
-  it("calls search_docs with an API key, as a bearer token and as x-api-key", async () => {
+  it("calls search_docs with an API key as x-api-key, as every service takes one", async () => {
     const key = await apiKeyOf(system.iamUrl, person);
-    for (const header of [`Authorization: Bearer ${key}`, `x-api-key: ${key}`]) {
-      const done = await inspector(...searchArgs, "--header", header);
-      expect(done.code, `${header.split(":")[0]}: ${done.stderr}`).toBe(0);
-      expect(itemsOf(JSON.parse(done.stdout.slice(done.stdout.indexOf("{"))))[0]!.path).toBe("concepts/tenancy");
-    }
+    const done = await inspector(...searchArgs, "--header", `x-api-key: ${key}`);
+    expect(done.code, done.stderr).toBe(0);
+    expect(itemsOf(JSON.parse(done.stdout.slice(done.stdout.indexOf("{"))))[0]!.path).toBe("concepts/tenancy");
   });
 });
 
-describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 CLI through OAuth", { timeout: 120_000 }, () => {
+describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth, in CLI mode and in its web interface", { timeout: 120_000 }, () => {
   const browsers = new Browsers();
   /** where the Inspector keeps its registration and tokens between runs */
   const storage = scratchDir("inspector-storage");
@@ -168,9 +167,15 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 CLI through OA
       await page.waitForURL((url) => url.origin === system.iamUrl);
       await signInAndAllow(page, person);
       await page.waitForURL((url) => url.origin === `http://127.0.0.1:${clientPort}`);
+      await page.getByText("Authorization complete", { exact: true }).waitFor();
       await page.getByText("Connected", { exact: true }).waitFor();
-      await page.getByRole("tab", { name: "Tools" }).click();
-      await page.getByText("search_docs").first().waitFor();
+      // the vault's own name, from its answer to initialize: the token was accepted
+      await page.getByText("core-vault", { exact: true }).waitFor();
+      await page.getByText("Tools", { exact: true }).click();
+      await page.getByText("search_docs", { exact: true }).first().waitFor();
+      // the Inspector's own page, photographed for a reviewer but not held to our pages' checks (look)
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      await page.screenshot({ path: join(SCREENSHOTS, "inspector-web-connected.png") });
     } finally {
       web.child.kill();
     }
