@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CoreProcess, removeScratchDirs, scratchDir } from "../../../packages/cli/test/support/cli.js";
 import { freePort } from "../../iam/test/support/harness.js";
 import { Browsers, hasChromium, requireBrowserOrSkip, SCREENSHOTS } from "../../../test/support/chromium.js";
@@ -91,7 +91,18 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
   const browsers = new Browsers();
   /** where the Inspector keeps its registration and tokens between runs */
   const storage = scratchDir("inspector-storage");
-  afterAll(() => browsers.close());
+  /** every Inspector process started, so one a failed test left running is stopped */
+  const started: CoreProcess[] = [];
+  const start = (...args: ConstructorParameters<typeof CoreProcess>) => {
+    const inspectorProcess = new CoreProcess(...args);
+    started.push(inspectorProcess);
+    return inspectorProcess;
+  };
+  // one Chromium at a time: each test's browser is closed when it ends
+  afterEach(async () => {
+    await browsers.close();
+    for (const { child } of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill();
+  });
 
   /**
    * The Inspector's CLI with its state in scratch folders, never the user's keychain. Standard input
@@ -99,7 +110,7 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
    * and BROWSER=true makes the browser it opens a no-op (the test's Chromium is the browser).
    */
   const inspector = (storageDir: string, args: string[]) =>
-    new CoreProcess(inspectorV2!, [system.mcpUrl, "--format", "json", ...args], {
+    start(inspectorV2!, [system.mcpUrl, "--format", "json", ...args], {
       env: {
         MCP_STORAGE_DIR: storageDir,
         MCP_INSPECTOR_SECRET_STORE: "file",
@@ -113,23 +124,19 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
   it("discovers IAM, registers, has the person sign in and allow in the browser, then calls search_docs", async () => {
     const callback = `http://127.0.0.1:${await freePort()}/oauth/callback`;
     const run = inspector(storage, [...searchArgs, "--callback-url", callback]);
-    try {
-      const [, address] = await run.waitFor(/Please navigate to: (\S+)/, 60_000);
-      const authorization = new URL(address!);
-      expect(authorization.origin).toBe(system.iamUrl);
-      expect(authorization.searchParams.get("code_challenge_method")).toBe("S256");
-      expect(authorization.searchParams.get("redirect_uri")).toBe(callback);
-      expect(authorization.searchParams.get("resource")).toBe(system.mcpUrl);
+    const [, address] = await run.waitFor(/Please navigate to: (\S+)/, 60_000);
+    const authorization = new URL(address!);
+    expect(authorization.origin).toBe(system.iamUrl);
+    expect(authorization.searchParams.get("code_challenge_method")).toBe("S256");
+    expect(authorization.searchParams.get("redirect_uri")).toBe(callback);
+    expect(authorization.searchParams.get("resource")).toBe(system.mcpUrl);
 
-      const page = await browsers.fresh();
-      await page.goto(authorization.href);
-      await signInAndAllow(page, person);
-      const done = await run.finished;
-      expect(done.code, done.stderr).toBe(0);
-      expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
-    } finally {
-      run.child.kill();
-    }
+    const page = await browsers.fresh();
+    await page.goto(authorization.href);
+    await signInAndAllow(page, person);
+    const done = await run.finished;
+    expect(done.code, done.stderr).toBe(0);
+    expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
   });
 
   it("uses the stored token on the next run, with no browser (--stored-auth-only)", async () => {
@@ -147,7 +154,7 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
 
   it("in the web interface: connecting sends the browser through sign-in and consent, and back connected", async () => {
     const clientPort = await freePort();
-    const web = new CoreProcess(inspectorV2Launcher!, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
+    const web = start(inspectorV2Launcher!, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
       env: {
         MCP_STORAGE_DIR: scratchDir("inspector-web"),
         MCP_INSPECTOR_SECRET_STORE: "file",
@@ -157,27 +164,23 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
         MCP_APP_ORIGIN_PORT: String(await freePort()),
       },
     });
-    try {
-      // the address it prints carries the token that guards its local API
-      const [address] = await web.waitFor(new RegExp(`http://127\\.0\\.0\\.1:${clientPort}/?\\?MCP_INSPECTOR_API_TOKEN=\\w+`), 60_000);
-      const page = await browsers.fresh({ width: 1400, height: 900 });
-      await page.goto(address!);
-      // its connect switch is drawn over by its own track: checked directly
-      await page.getByRole("switch", { name: `Connect or disconnect "${new URL(system.mcpUrl).host}"` }).check({ force: true });
-      await page.waitForURL((url) => url.origin === system.iamUrl);
-      await signInAndAllow(page, person);
-      await page.waitForURL((url) => url.origin === `http://127.0.0.1:${clientPort}`);
-      await page.getByText("Authorization complete", { exact: true }).waitFor();
-      await page.getByText("Connected", { exact: true }).waitFor();
-      // the vault's own name, from its answer to initialize: the token was accepted
-      await page.getByText("core-vault", { exact: true }).waitFor();
-      await page.getByText("Tools", { exact: true }).click();
-      await page.getByText("search_docs", { exact: true }).first().waitFor();
-      // the Inspector's own page, photographed for a reviewer but not held to our pages' checks (look)
-      mkdirSync(SCREENSHOTS, { recursive: true });
-      await page.screenshot({ path: join(SCREENSHOTS, "inspector-web-connected.png") });
-    } finally {
-      web.child.kill();
-    }
+    // the address it prints carries the token that guards its local API
+    const [address] = await web.waitFor(new RegExp(`http://127\\.0\\.0\\.1:${clientPort}/?\\?MCP_INSPECTOR_API_TOKEN=\\w+`), 60_000);
+    const page = await browsers.fresh({ width: 1400, height: 900 });
+    await page.goto(address!);
+    // its connect switch is drawn over by its own track: checked directly
+    await page.getByRole("switch", { name: `Connect or disconnect "${new URL(system.mcpUrl).host}"` }).check({ force: true });
+    await page.waitForURL((url) => url.origin === system.iamUrl);
+    await signInAndAllow(page, person);
+    await page.waitForURL((url) => url.origin === `http://127.0.0.1:${clientPort}`);
+    await page.getByText("Authorization complete", { exact: true }).waitFor();
+    await page.getByText("Connected", { exact: true }).waitFor();
+    // the vault's own name, from its answer to initialize: the token was accepted
+    await page.getByText("core-vault", { exact: true }).waitFor();
+    await page.getByText("Tools", { exact: true }).click();
+    await page.getByText("search_docs", { exact: true }).first().waitFor();
+    // the Inspector's own page, photographed for a reviewer but not held to our pages' checks (look)
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: join(SCREENSHOTS, "inspector-web-connected.png") });
   });
 });

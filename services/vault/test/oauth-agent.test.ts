@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { discoverAuthorizationServerMetadata, discoverOAuthProtectedResourceMetadata, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -52,8 +52,9 @@ for (const { name, url } of launchDatabases()) {
       system = await launchProtectedSystem(url);
       person = await personWithOrganization(system.iamUrl);
     }, 120_000);
+    // one Chromium at a time: each test's browser is closed when it ends
+    afterEach(() => browsers.close());
     afterAll(async () => {
-      await browsers.close();
       await system?.stop();
     });
 
@@ -149,7 +150,6 @@ for (const { name, url } of launchDatabases()) {
         expect(refreshed.refresh_token).toBeTruthy();
         expect(refreshed.refresh_token).not.toBe(issued.refresh_token);
         await agent.close();
-        await look(page, "oauth-agent-callback");
       } finally {
         await callback.close();
       }
