@@ -36,7 +36,8 @@ const hasInspectorV2 = inspectorV2 !== undefined && existsSync(inspectorV2);
 if (!hasInspectorV2) {
   console.warn(
     `\n${"!".repeat(100)}\n!! INSPECTOR OAUTH TESTS SKIPPED: @modelcontextprotocol/inspector (version 2) is not installed.\n` +
-      `!! The OAuth flow of the Inspector's CLI mode needs it as a devDependency.\n${"!".repeat(100)}\n`,
+      `!! Its OAuth flow (CLI mode and web interface) is tested once it is a devDependency:
+!! npm install -D -E @modelcontextprotocol/inspector@2.12.0\n${"!".repeat(100)}\n`,
   );
 }
 requireBrowserOrSkip();
