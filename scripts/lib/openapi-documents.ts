@@ -1,8 +1,10 @@
 // The OpenAPI description of every service, generated from its routes (spec §9). Run through
 // scripts/openapi.mjs, which bundles this file; the services are built on an in-memory database
-// that no route touches while the description is generated.
+// that no route touches while the description is generated (IAM's schema is migrated: its auth
+// library seeds a row when it starts).
 import { silentLogger, type ServiceApp } from "@core/kit";
-import { openDatabase } from "@core/storage";
+import { join } from "node:path";
+import { applyMigrations, openDatabase } from "@core/storage";
 import type { CredentialResolvers } from "@core/service-auth";
 import { createApp as createBillingApp } from "../../services/billing/src/app.js";
 import { loadBillingConfig } from "../../services/billing/src/config.js";
@@ -18,6 +20,8 @@ import { loadCommonConfig } from "@core/kit";
 export async function openApiDocuments(): Promise<Record<string, unknown>> {
   const database = await openDatabase({});
   try {
+    // IAM's OAuth provider writes the vault's resource row as it starts (oauth-provider.ts): its tables must exist
+    await applyMigrations(database.db, "iam", join(process.cwd(), "services/iam/drizzle"));
     const common = loadCommonConfig({ CORE_DATA_DIR: "/tmp/core-openapi" });
     const config = { ...loadIamConfig(common, { CORE_AUTH_SECRET: "openapi-generation-only-Qm9vZ2xlLTk4Nz-Y1NDMyMQ" }) };
     const noCredentials: CredentialResolvers = {

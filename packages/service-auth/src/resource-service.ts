@@ -7,13 +7,12 @@ import { ServiceTokenClient, type ServiceTokenSource } from "./service-token-cli
 /**
  * What every resource service needs from IAM, built from the launcher's context (DESIGN §1, §4):
  * credential resolution with its own service token, health checks of its database and of IAM, the
- * readiness check of IAM's keys, and the token source for its own calls to other services. A service
- * without tables (the vault) says `database: false`, and checks no database.
+ * readiness check of IAM's keys, the key set itself (for access tokens the service verifies), and the
+ * token source for its own calls to other services.
  */
 export function iamBackedDeps(
   ctx: ServiceContext,
   serviceId: string,
-  options: { database?: boolean } = {},
 ): { credentials: CredentialResolvers; healthChecks: HealthCheck[]; readinessChecks: HealthCheck[]; tokens: ServiceTokenSource; keys: RemoteJWKSet } {
   const iamUrl = ctx.common.url("iam");
   const secret = ctx.serviceCredentials.get(serviceId);
@@ -30,7 +29,7 @@ export function iamBackedDeps(
     keys,
     credentials: remoteResolvers({ iamUrl, serviceId, tokens, keys }),
     healthChecks: [
-      ...(options.database === false ? [] : [{ name: "database", check: ctx.pingDatabase }]),
+      { name: "database", check: ctx.pingDatabase },
       { name: "iam", check: () => probe(`${iamUrl}/api/auth/jwks`) },
     ],
     // DESIGN §10: ready once IAM's keys are known; an IAM that goes away later leaves them known

@@ -26,12 +26,18 @@ const PUBLIC = new Set([
   // the second step of signing in: the two-factor cookie of the first step, no session yet
   "/two-factor/verify-totp",
   "/two-factor/verify-backup-code",
+  // the OAuth provider (oauth-provider.ts): clients register themselves and authenticate as public clients
+  "/oauth2/authorize",
+  "/oauth2/token",
+  "/oauth2/revoke",
+  "/oauth2/register",
 ]);
 
 /** Routes that answer a redirect to their callback URL instead of JSON when given one. */
 const REDIRECTING = new Set(["/magic-link/verify", "/verify-email", "/reset-password/{token}"]);
 
 const LIBRARY_ERROR = { $ref: "#/components/schemas/AuthLibraryError" };
+const OAUTH_ERROR = { $ref: "#/components/schemas/AuthOAuthError" };
 const ENVELOPE = { $ref: "#/components/schemas/ErrorEnvelope" };
 const errorAnswer = (description: string, schema: unknown) => ({ description, content: { "application/json": { schema } } });
 
@@ -55,6 +61,7 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
       ...target.components.schemas,
       ...components.schemas,
       AuthLibraryError: LIBRARY_ERROR_SCHEMA,
+      AuthOAuthError: OAUTH_ERROR_SCHEMA,
       AuthListedSession: listedSession(components.schemas.AuthSession as Json | undefined),
     };
     for (const [path, item] of Object.entries(paths)) {
@@ -65,7 +72,7 @@ export function authLibraryDescription(auth: Auth): (document: OpenApiDocument) 
         if (UNSERVED_ROUTES.includes(`${method.toUpperCase()} ${path}`)) delete item[method];
         else describeOperation(path, operation);
       }
-      target.paths[at] = item;
+      if (Object.keys(item).length > 0) target.paths[at] = item;
     }
   };
 }
@@ -83,6 +90,7 @@ function listedSession(session: Json | undefined): Json {
 }
 
 const component = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const REDIRECT_ANSWER = { type: "object", properties: { redirect: { type: "boolean" }, url: { type: "string", format: "uri-reference" } }, required: ["redirect", "url"] };
 const answering = (description: string, schema: Json) => (operation: Operation) => {
   operation.responses = { ...operation.responses, "200": { description, content: { "application/json": { schema } } } };
 };
@@ -147,6 +155,9 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
   "/two-factor/verify-backup-code": (operation) => {
     operation.description = "Complete a sign-in (or confirm it is you) with an unused backup code, which is spent; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED)";
   },
+  // the OAuth provider answers a script's request (fetch metadata, or Accept: application/json) with where to go, a browser with a 302
+  "/oauth2/authorize": answering("Where the browser goes next (the sign-in page, the consent page, or the client with a code or an error), for a request from a script", REDIRECT_ANSWER),
+  "/oauth2/consent": answering("Where the browser goes next: the client's redirect URI with a code, or with error=access_denied", REDIRECT_ANSWER),
   "/revoke-session": (operation) => {
     operation.description = "Revoke a session by its token (the caller's own: list-sessions shows no tokens); revoke another by id with DELETE /api/sessions/{id}";
   },
@@ -221,6 +232,14 @@ const LIBRARY_ERROR_SCHEMA = {
   required: ["message"],
 };
 
+/** RFC 6749 §5.2's error body, which the OAuth provider's routes answer. */
+const OAUTH_ERROR_SCHEMA = {
+  type: "object",
+  description: "RFC 6749 §5.2 / RFC 7591 §3.2.2 error",
+  properties: { error: { type: "string" }, error_description: { type: "string" }, state: { type: "string" } },
+  required: ["error"],
+};
+
 function describeOperation(path: string, operation: Operation): void {
   operation.tags = ["auth library"];
   AMENDED[path]?.(operation);
@@ -235,8 +254,10 @@ function describeOperation(path: string, operation: Operation): void {
   }
   if (path.startsWith("/api-key/")) keyOwnerAsAnswered(success?.schema);
   if (REDIRECTING.has(path)) responses["302"] = { description: "Redirect to the callback URL, with ?error= when the token is refused" };
+  // the OAuth provider's routes answer RFC 6749's error body besides the library's and ours
+  const refusals = path.startsWith("/oauth2/") ? [OAUTH_ERROR, LIBRARY_ERROR, ENVELOPE] : [LIBRARY_ERROR, ENVELOPE];
   responses["400"] = errorAnswer("Invalid input: the library's refusal, or VALIDATION_ERROR in our envelope (U+0000, IAM's bounds)", {
-    anyOf: [LIBRARY_ERROR, ENVELOPE],
+    anyOf: refusals,
   });
   // the library's own error, or our envelope: for input the screen refuses, paths it does not serve, and refusals it sends without a body
   for (const [status, text] of [
@@ -246,7 +267,7 @@ function describeOperation(path: string, operation: Operation): void {
     ["422", "Refused by the library's rules (an email in use, a password too short)"],
     ["429", "Rate limited (with Retry-After)"],
   ] as const) {
-    responses[status] = errorAnswer(text, { anyOf: [LIBRARY_ERROR, ENVELOPE] });
+    responses[status] = errorAnswer(text, { anyOf: refusals });
   }
   if (MEMBER_CHANGE_PATHS.includes(path)) {
     responses["409"] = errorAnswer("Would leave the organization without a member holding org:manage (LAST_ORG_MANAGER)", ENVELOPE);

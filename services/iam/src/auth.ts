@@ -90,7 +90,13 @@ export const DISABLED_PATHS = [
  * Routes the library declares but cannot serve as configured: a POST to get-session needs a
  * session option we do not use, and answers 405 otherwise. Ours is the 404 envelope.
  */
-export const UNSERVED_ROUTES = ["POST /get-session"];
+export const UNSERVED_ROUTES = [
+  "POST /get-session",
+  // the OAuth provider's token and revocation routes take forms, which /api/auth/* does not; the
+  // discovery document's endpoints, /oauth/token and /oauth/revoke, pass its clients' requests to them
+  "POST /oauth2/token",
+  "POST /oauth2/revoke",
+];
 
 /** Library paths whose outcome goes to the audit log, with the action they stand for. */
 const AUDITED: Record<string, AuditInput["action"]> = {

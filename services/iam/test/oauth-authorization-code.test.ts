@@ -1,7 +1,7 @@
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamWithOperator, joinOrg, PASSWORD, staffedOrg, type Iam, type Operator } from "./support/harness.js";
+import { call, createIam, iamWithOperator, joinOrg, PASSWORD, staffedOrg, type Iam, type Operator } from "./support/harness.js";
 import { hiddenFields, PageBrowser } from "./support/pages.js";
 import {
   authorizationCode,
@@ -238,6 +238,19 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       expect((await verified(refreshed.body.access_token)).payload).toMatchObject({ org_id: org.orgId, permissions: [] });
     });
 
+    it("revokes every one of the person's refresh tokens when their password is reset", async () => {
+      const org = await staffedOrg(iam, op);
+      const { clientId, code, verifier } = await codeFor(org.member);
+      const tokens = (await exchangeCode(iam, clientId, code, verifier)).body;
+      expect((await call(iam, "POST", "/api/auth/request-password-reset", { headers: { origin: iam.origin }, body: { email: org.member.email, redirectTo: "/reset-password" } })).status).toBe(200);
+      const mail = iam.mailer.sent.filter((m) => m.to === org.member.email && /new Core password/.test(m.subject)).at(-1)!;
+      const token = new URL(/https?:\/\/\S+/.exec(mail.text)![0]).searchParams.get("token")!;
+      expect((await call(iam, "POST", "/api/auth/reset-password", { headers: { origin: iam.origin }, body: { token, newPassword: "another-horse-battery" } })).status).toBe(200);
+      const refreshed = await refreshGrant(iam, clientId, tokens.refresh_token);
+      expect(refreshed.status).toBe(400);
+      expect(refreshed.body.error).toBe("invalid_grant");
+    });
+
     it("revokes the client's refresh tokens when the session they came from signs out", async () => {
       const org = await staffedOrg(iam, op);
       const { clientId, code, verifier } = await codeFor(org.member);
@@ -248,5 +261,18 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       expect(refreshed.status).toBe(400);
       expect(refreshed.body.error).toBe("invalid_grant");
     });
+  });
+
+  it("limits registrations per address (CORE_RATE_LIMIT_CLIENT_REGISTRATION): just inside, then 429", async () => {
+    const limited = await open();
+    try {
+      const strict = await createIam(limited, { config: { rateLimits: { enabled: true, clientRegistration: 2 } } });
+      expect((await registerClient(strict)).status).toBe(201);
+      expect((await registerClient(strict)).status).toBe(201);
+      const third = await registerClient(strict);
+      expect(third.status).toBe(429);
+    } finally {
+      await limited.close();
+    }
   });
 });

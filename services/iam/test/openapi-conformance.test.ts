@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { authorizeAddress, LOOPBACK_REDIRECT, pkcePair } from "./support/authorization-code.js";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { badRequests, Conformance, ConformanceClient, mismatchLines } from "./support/conformance.js";
 import { PASSWORD, REGISTRY_SECRET, startIamAndRegistry, uniqueEmail, uniqueSlug, type Iam } from "./support/harness.js";
@@ -355,6 +356,30 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     expectStatus(await send("POST", "/api/auth/revoke-sessions", { token: third.token, body: {} }), 200, "revoke-sessions");
     const last = await signIn(person, "reset-horse-battery");
     expectStatus(await send("POST", "/api/auth/sign-out", { cookie: last.cookie }), 200, "sign-out without a body");
+
+    // the OAuth provider (oauth-provider.ts): a client registers itself, a person consents, the code becomes tokens
+    const registered = await send("POST", "/api/auth/oauth2/register", {
+      body: { client_name: "Conformance agent", redirect_uris: [LOOPBACK_REDIRECT], token_endpoint_auth_method: "none", grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
+    });
+    expectStatus(registered, 201, "oauth client registered");
+    const clientId = registered.body.client_id as string;
+    const consenting = await signIn(person, "reset-horse-battery");
+    const pkce = pkcePair();
+    const asked = await send("GET", authorizeAddress({ clientId, challenge: pkce.challenge, resource: stack.iam.config.vaultResource }), { cookie: consenting.cookie });
+    // a script (fetch metadata) is answered where to go, as JSON; a browser gets the 302 (oauth-authorization-code.test.ts)
+    expectStatus(asked, 200, "oauth authorize");
+    const signedQuery = new URL(asked.body.url as string, stack.iamUrl).search.slice(1);
+    const consented = await send("POST", "/api/auth/oauth2/consent", { cookie: consenting.cookie, body: { accept: true, oauth_query: signedQuery } });
+    expectStatus(consented, 200, "oauth consent");
+    const oauthCode = new URL(consented.body.url as string).searchParams.get("code")!;
+    const asForm = (fields: Record<string, string>) => ({ body: new URLSearchParams(fields).toString(), contentType: "application/x-www-form-urlencoded" });
+    const issued = await send("POST", "/oauth/token", asForm({ grant_type: "authorization_code", code: oauthCode, code_verifier: pkce.verifier, redirect_uri: LOOPBACK_REDIRECT, client_id: clientId, resource: stack.iam.config.vaultResource }));
+    expectStatus(issued, 200, "oauth code exchanged");
+    const rotated = await send("POST", "/oauth/token", asForm({ grant_type: "refresh_token", refresh_token: issued.body.refresh_token, client_id: clientId, resource: stack.iam.config.vaultResource }));
+    expectStatus(rotated, 200, "oauth refresh");
+    expectStatus(await send("POST", "/oauth/revoke", asForm({ token: rotated.body.refresh_token, token_type_hint: "refresh_token", client_id: clientId })), 200, "oauth revoke of a refresh token");
+    // RFC 7009 §2.2.1: a JWT access token cannot be revoked (it lives its 10 minutes): unsupported_token_type
+    expectStatus(await send("POST", "/oauth/revoke", asForm({ token: issued.body.access_token, client_id: clientId })), 400, "oauth revoke of an access token");
 
     expect(mismatchLines(client.since(from)).join("\n")).toBe("");
     // about 220 requests, some hashing passwords: 3-12 s here, more on a loaded CI machine

@@ -275,7 +275,7 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
       const r = await grant(owner, grantBody(owner, member, orgId, { permission: "billing:read", granted: false }));
       expect(r.status).toBe(201);
       expect(r.body.granted).toBe(false);
-      expect(await permissionsOf(member)).toEqual(["platform:read"]);
+      expect(await permissionsOf(member)).toEqual(["platform:read", "vault:read"]);
     });
 
     it("lets a denial win over a grant of the same permission, whichever came first", async () => {
@@ -307,7 +307,7 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
       const future = await grant(owner, grantBody(owner, member, orgId, { permission: "audit:read", expiresAt: now + 1 }));
       expect(future.body.active).toBe(true);
       await grant(owner, grantBody(owner, member, orgId, { permission: "platform:read", granted: false, expiresAt: now + 3600 }));
-      expect(await permissionsOf(member)).toEqual(["audit:read", "billing:read"]);
+      expect(await permissionsOf(member)).toEqual(["audit:read", "billing:read", "vault:read"]);
     });
 
     it("stops counting a grant once the clock passes its expiry", async () => {
@@ -475,7 +475,7 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
     it("removes a denial; the role's permission comes back", async () => {
       const { orgId, owner, member } = await team();
       const d = (await grant(owner, grantBody(owner, member, orgId, { permission: "platform:read", granted: false }))).body;
-      expect(await permissionsOf(member)).toEqual(["billing:read"]);
+      expect(await permissionsOf(member)).toEqual(["billing:read", "vault:read"]);
       expect((await call(iam, "DELETE", `/api/core/grants/${d.id}`, { token: owner.token })).status).toBe(200);
       expect(await permissionsOf(member)).toEqual(TENANT_MEMBER);
     });
@@ -494,7 +494,7 @@ describe.each(testDatabases())("roles and grants on $name", ({ open }) => {
       const d = (await grant(owner, grantBody(owner, member, orgId, { permission: "platform:read", granted: false }))).body;
       expect((await call(iam, "DELETE", `/api/core/grants/${d.id}`, { token: member.token })).status).toBe(403);
       expect((await call(iam, "DELETE", `/api/core/grants/${d.id}`, { token: other.owner.token })).status).toBe(403);
-      expect(await permissionsOf(member)).toEqual(["billing:read"]);
+      expect(await permissionsOf(member)).toEqual(["billing:read", "vault:read"]);
     });
 
     it("refuses a request without credentials or with a wrong one with 401", async () => {

@@ -62,11 +62,19 @@ const ProtectedResourceMetadata = z
   })
   .openapi("ProtectedResourceMetadata");
 const TransportError = jsonContent(JsonRpcAnswer, "A JSON-RPC error of the transport (id null)");
-/** the refusals of the guard, when auth is required (issue 29) */
+const BadRequest = {
+  description: "Not a JSON-RPC request, or no session named where one is needed (a JSON-RPC error without id), or input the service refuses to read (the error envelope)",
+  content: { "application/json": { schema: z.union([JsonRpcAnswer, z.object({ error: z.object({ code: z.string(), message: z.string() }) })]) } },
+};
+/**
+ * the refusals of the guard, when auth is required (issue 29); the operations name no security
+ * requirement, since `CORE_VAULT_AUTH=off` serves them without one
+ */
 const AUTH_REFUSALS = {
-  ...errorResponses(401, 403, 503),
+  ...errorResponses(401, 403, 429, 503),
   401: { ...errorResponses(401)[401], description: "No credential, or one that is invalid, expired or for another audience; WWW-Authenticate: Bearer names the resource metadata (RFC 9728 §5.1)" },
   403: { ...errorResponses(403)[403], description: "The person does not hold vault:read, or the access token was not granted it; WWW-Authenticate: Bearer error=\"insufficient_scope\"" },
+  429: { ...errorResponses(429)[429], description: "Too many wrong API keys from this client (IAM's limit)" },
   503: { ...errorResponses(503)[503], description: "IAM cannot check a session token or API key, or its key set cannot be fetched" },
 };
 
@@ -102,10 +110,7 @@ export function createApp(deps: VaultDeps) {
     responses: {
       200: jsonContent(JsonRpcAnswer, "The JSON-RPC answer: a result, or an error with the request's id"),
       202: { description: "Notifications only: accepted, no body" },
-      400: {
-        description: "Not a JSON-RPC request (a JSON-RPC error without id), or input the service refuses to read (the error envelope)",
-        content: { "application/json": { schema: z.union([JsonRpcAnswer, z.object({ error: z.object({ code: z.string(), message: z.string() }) })]) } },
-      },
+      400: BadRequest,
       ...AUTH_REFUSALS,
       404: TransportError,
       415: jsonContent(JsonRpcAnswer, "The body is not JSON: a JSON-RPC error"),
@@ -119,7 +124,7 @@ export function createApp(deps: VaultDeps) {
     tags: ["mcp"],
     responses: {
       200: { description: "The event stream", content: { "text/event-stream": { schema: z.string() } } },
-      400: TransportError,
+      400: BadRequest,
       ...AUTH_REFUSALS,
       404: TransportError,
       406: TransportError,
@@ -131,7 +136,7 @@ export function createApp(deps: VaultDeps) {
     path: MCP_PATH,
     summary: "Ends a session",
     tags: ["mcp"],
-    responses: { 200: { description: "The session is ended" }, 400: TransportError, ...AUTH_REFUSALS, 404: TransportError },
+    responses: { 200: { description: "The session is ended" }, 400: BadRequest, ...AUTH_REFUSALS, 404: TransportError },
   });
   for (const path of [PROTECTED_RESOURCE_METADATA_PATH, `${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}`]) {
     app.openAPIRegistry.registerPath({

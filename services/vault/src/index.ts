@@ -15,8 +15,8 @@ export const migrationsFolder = undefined;
 export async function buildService(ctx: ServiceContext): Promise<BuiltService> {
   const config = loadVaultConfig(ctx.env);
   // with auth, the vault checks session tokens and API keys with IAM like every resource service,
-  // and access tokens against IAM's keys; it has no database to check
-  const iam = config.auth === "required" ? iamBackedDeps(ctx, SERVICE_ID, { database: false }) : undefined;
+  // and access tokens against IAM's keys (it has no database: the health checks are not taken)
+  const iam = config.auth === "required" ? iamBackedDeps(ctx, SERVICE_ID) : undefined;
   const vault = await Vault.open(config.dir, {
     onIndexed: ({ kind, documents, touched, ms }) =>
       ctx.logger.info({ dir: config.dir, kind, documents, touched, ms: Math.round(ms) }, kind === "full" ? "vault indexed" : "vault re-indexed changed files"),
@@ -29,7 +29,9 @@ export async function buildService(ctx: ServiceContext): Promise<BuiltService> {
     access,
     sessions,
     metrics: new ServiceMetrics(SERVICE_ID, { processMetrics: true }),
-    ...(iam ? { healthChecks: [{ name: "vault", check: () => vault.check() }, ...iam.healthChecks], readinessChecks: iam.readinessChecks } : {}),
+    // /health stays the folder's: with IAM away, access tokens still verify against the keys held,
+    // so IAM is the readiness check's (its keys known once), not the health's
+    ...(iam ? { readinessChecks: iam.readinessChecks } : {}),
   });
   return {
     fetch: app.fetch,

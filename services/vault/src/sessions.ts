@@ -8,6 +8,8 @@ import type { DocumentChanges, Vault } from "./vault.js";
 
 /** Sessions one process holds at once; the least recently used one is ended to make room for a new one. */
 export const MAX_SESSIONS = 1_000;
+/** Sessions one person holds at once (with auth): their own least recently used one makes room, never another's. */
+export const MAX_SESSIONS_PER_PERSON = 16;
 /** A session with no request and no open stream for this long is ended. */
 export const SESSION_IDLE_MS = 30 * 60_000;
 /** how often idle sessions are looked for */
@@ -22,6 +24,7 @@ const SESSION_METHODS = new Set(["initialize", "resources/subscribe", "resources
 export interface McpSessionsOptions {
   clock?: Clock;
   maxSessions?: number;
+  maxSessionsPerPerson?: number;
   idleMs?: number;
 }
 
@@ -58,6 +61,7 @@ export class McpSessions {
   private readonly sessions = new Map<string, Session>();
   private readonly clock: Clock;
   private readonly maxSessions: number;
+  private readonly maxPerPerson: number;
   private readonly idleMs: number;
   private readonly stopWatching: () => void;
   private readonly sweeper: NodeJS.Timeout;
@@ -68,6 +72,7 @@ export class McpSessions {
   ) {
     this.clock = options.clock ?? systemClock;
     this.maxSessions = options.maxSessions ?? MAX_SESSIONS;
+    this.maxPerPerson = options.maxSessionsPerPerson ?? MAX_SESSIONS_PER_PERSON;
     this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
     this.stopWatching = vault.onChange((changes) => this.notify(changes));
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
@@ -125,8 +130,11 @@ export class McpSessions {
 
   private async open(request: Request, body: unknown, owner: string | null): Promise<Response> {
     this.sweep();
-    // the least recently used session makes room (the map keeps sessions in order of use)
-    if (this.sessions.size >= this.maxSessions) await this.end(this.sessions.values().next().value!);
+    // the least recently used session makes room (the map keeps sessions in order of use): the
+    // person's own first, so that one person opening many ends none of anyone else's
+    const own = owner === null ? [] : [...this.sessions.values()].filter((session) => session.owner === owner);
+    if (own.length >= this.maxPerPerson) await this.end(own[0]!);
+    else if (this.sessions.size >= this.maxSessions) await this.end(this.sessions.values().next().value!);
     const session = { id: "", owner, subscriptions: new Set<string>(), lastSeen: this.clock.now().getTime(), streams: 0 } as Session;
     session.transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

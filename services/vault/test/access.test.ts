@@ -2,8 +2,8 @@ import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type CryptoKey,
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { manualClock } from "@core/kit";
-import { remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
-import { principal, startFakeIam, type FakeIam } from "../../../packages/service-auth/test/support/fake-iam.js";
+import { iamKeySet, remoteResolvers, ServiceTokenClient, type Principal } from "@core/service-auth";
+import { deadUrl, principal, startFakeIam, type FakeIam } from "../../../packages/service-auth/test/support/fake-iam.js";
 import { VaultAccess } from "../src/access.js";
 import { connectClient, servedVault } from "./support/vault-server.js";
 
@@ -236,6 +236,38 @@ describe("sessions under auth", () => {
     }
   });
 
+  it("holds at most 16 sessions per person: the 17th ends that person's least recently used, and nobody else's", async () => {
+    const open = async (token: string) => {
+      const response = await fetch(resource(), {
+        method: "POST",
+        headers: { "content-type": "application/json", ...bearer(token) },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } }),
+      });
+      await response.body?.cancel();
+      return response.headers.get("mcp-session-id")!;
+    };
+    const subscribe = async (token: string, sessionId: string) =>
+      (
+        await fetch(resource(), {
+          method: "POST",
+          headers: { "content-type": "application/json", "mcp-session-id": sessionId, ...bearer(token) },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "resources/subscribe", params: { uri: "vault://services/iam" } }),
+        })
+      ).status;
+    const other = await accessToken({ sub: "usr_bystander" });
+    const bystander = await open(other);
+    const many = await accessToken({ sub: "usr_many" });
+    const ids: string[] = [];
+    for (let i = 0; i < 16; i++) ids.push(await open(many));
+    expect(await subscribe(many, ids[0]!)).toBe(200);
+    await open(many);
+    // the first was used since: the second was the least recently used
+    expect(await subscribe(many, ids[1]!)).toBe(404);
+    expect(await subscribe(many, ids[0]!)).toBe(200);
+    expect(await subscribe(many, ids[15]!)).toBe(200);
+    expect(await subscribe(other, bystander)).toBe(200);
+  });
+
   it("checks the credential on every request of a session: once the token expires, its next request is refused", async () => {
     const token = await accessToken({ exp: nowSeconds() + 60 });
     const client = await connectClient(resource(), bearer(token));
@@ -246,6 +278,31 @@ describe("sessions under auth", () => {
     } finally {
       await client.close().catch(() => {});
     }
+  });
+});
+
+describe("IAM's key set out of reach", () => {
+  let gone: string;
+  beforeAll(async () => {
+    gone = await deadUrl();
+  });
+  const cut = servedVault({
+    client: false,
+    serving: {
+      access: (resource) => {
+        const keys = iamKeySet(gone, "vault");
+        const tokens = new ServiceTokenClient(gone, { serviceId: "vault", secret: SECRET });
+        return new VaultAccess({ resource, issuer: iam.url, keys, credentials: remoteResolvers({ iamUrl: gone, serviceId: "vault", tokens, keys, clock }), clock });
+      },
+    },
+  });
+
+  it("answers an access token 503 when the keys to check it cannot be fetched: an outage, not a wrong token", async () => {
+    const token = await accessToken({ aud: cut.server.mcpUrl });
+    const response = await fetch(cut.server.mcpUrl, { method: "POST", headers: { "content-type": "application/json", ...bearer(token) }, body: TOOL_CALL });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("www-authenticate")).toBeNull();
+    expect(((await response.json()) as any).error.code).toBe("UPSTREAM_UNAVAILABLE");
   });
 });
 

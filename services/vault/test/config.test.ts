@@ -39,6 +39,10 @@ describe("CORE_VAULT_AUTH", () => {
       const refused = await built.fetch(new Request("http://127.0.0.1/mcp", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }));
       expect(refused.status).toBe(401);
       expect(refused.headers.get("www-authenticate")).toBe('Bearer resource_metadata="https://vault.example.com/.well-known/oauth-protected-resource/mcp"');
+      // IAM out of reach does not make the vault unhealthy: access tokens verify against the keys it holds
+      const health = await built.fetch(new Request("http://127.0.0.1/health"));
+      expect(health.status).toBe(200);
+      expect(Object.keys(((await health.json()) as { checks: object }).checks)).toEqual(["vault"]);
     } finally {
       await built.close();
     }

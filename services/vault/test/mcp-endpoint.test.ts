@@ -159,8 +159,8 @@ describe("the description of POST /mcp", () => {
     ]);
     expect(Object.keys(doc.paths["/mcp"]!).sort()).toEqual(["delete", "get", "post"]);
     const listed = Object.keys(doc.paths["/mcp"]!.post!.responses).sort();
-    // 401, 403 and 503 are the refusals of auth, given in access.test.ts
-    expect(listed).toEqual(["200", "202", "400", "401", "403", "404", "413", "415", "431", "503"]);
+    // 401, 403, 429 and 503 are the refusals of auth, given in access.test.ts and service-auth's tests
+    expect(listed).toEqual(["200", "202", "400", "401", "403", "404", "413", "415", "429", "431", "503"]);
     const seen = [
       (await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }))).status,
       (await post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }))).status,

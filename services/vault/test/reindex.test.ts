@@ -2,25 +2,13 @@ import { renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { IndexingReport } from "../src/vault.js";
-import { FIXTURE, outputOf, servedVault } from "./support/vault-server.js";
+import { eventually, FIXTURE, outputOf, servedVault } from "./support/vault-server.js";
 
 const served = servedVault();
 
 const search = async (query: string) =>
   (outputOf(await served.client.callTool({ name: "search_docs", arguments: { query } })) as { path: string }[]).map((r) => r.path);
 
-/** Polls until the expectation holds: file events arrive asynchronously. */
-async function eventually(check: () => Promise<void>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
 
 describe("the index follows the files without a restart", () => {
   it("finds a document written after start, in a new folder too", async () => {

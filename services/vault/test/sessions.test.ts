@@ -2,20 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ErrorCode, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { manualClock } from "@core/kit";
 import { SESSION_IDLE_MS } from "../src/sessions.js";
-import { rawRpc, servedVault } from "./support/vault-server.js";
-
-/** Polls until the expectation holds: file events and notifications arrive asynchronously. */
-async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-  }
-}
+import { connectClient, eventually, rawRpc, servedVault } from "./support/vault-server.js";
 
 const JSON_AND_SSE = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 
@@ -82,6 +69,14 @@ describe("subscriptions through the SDK client, over a session", () => {
     served.files.write("guides/bilby.md", "---\ntitle: Bilby\n---\n# Bilby\nGone soon.\n");
     await served.server.vault.settled();
     expect(updated).toEqual(["vault://services/iam"]);
+  });
+
+  it("counts a stream as open only while the client holds it: a client gone leaves its session free to idle out", async () => {
+    const before = served.server.sessions.listening;
+    const client = await connectClient(served.server.mcpUrl);
+    await eventually(() => expect(served.server.sessions.listening).toBe(before + 1));
+    await client.close();
+    await eventually(() => expect(served.server.sessions.listening).toBe(before));
   });
 
   it("refuses to subscribe to a document that does not exist (-32002) or to an address that is not the vault's (-32602)", async () => {

@@ -63,6 +63,17 @@ const oauthErrors = {
 const TokenSchema = z
   .object({ access_token: z.string(), token_type: z.literal("bearer"), expires_in: z.number().int(), refresh_token: z.string() })
   .openapi("TokenResponse");
+const ProviderTokenSchema = z
+  .object({
+    access_token: z.string(),
+    token_type: z.literal("Bearer"),
+    expires_in: z.number().int(),
+    expires_at: z.number().int().optional(),
+    refresh_token: z.string().optional(),
+    scope: z.string(),
+  })
+  .passthrough()
+  .openapi("ProviderTokenResponse");
 const form = (schema: z.ZodType) => ({
   required: true,
   content: { "application/x-www-form-urlencoded": { schema }, "application/json": { schema } },
@@ -186,9 +197,28 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
     route({
       method: "post",
       path: "/oauth/token",
-      summary: "Exchange a refresh token for new tokens (the refresh token rotates; reusing a spent one revokes its family). Also takes the device_code grant, so clients that know one token endpoint work",
-      request: { body: form(z.object({ grant_type: z.enum(["refresh_token", DEVICE_CODE_GRANT]), refresh_token: z.string().optional(), device_code: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
-      responses: { 200: jsonContent(TokenSchema, "The token response (spec §2.2)"), ...oauthErrors },
+      summary:
+        "The token endpoint of both grant families. The CLI (client_id core-cli): a refresh token for new tokens (it rotates; reusing a spent one revokes its family), or the device_code grant. Other clients (registered with the OAuth provider): authorization_code with the PKCE verifier and the resource, or refresh_token (rotating; needs offline_access)",
+      request: {
+        body: form(
+          z.object({
+            grant_type: z.enum(["authorization_code", "refresh_token", DEVICE_CODE_GRANT]),
+            client_id: z.string(),
+            refresh_token: z.string().optional(),
+            device_code: z.string().optional(),
+            code: z.string().optional(),
+            code_verifier: z.string().optional(),
+            redirect_uri: z.string().optional(),
+            resource: z.string().optional(),
+            scope: z.string().optional(),
+          }),
+        ),
+      },
+      responses: {
+        200: jsonContent(z.union([TokenSchema, ProviderTokenSchema]), "The token response: the CLI's (spec §2.2), or the OAuth provider's (RFC 6749 §5.1; a JWT access token for the resource)"),
+        ...oauthErrors,
+        401: jsonContent(OAuthErrorSchema, "The OAuth provider's refusal of a client, or of a wrong PKCE verifier (invalid_request)"),
+      },
     }),
     async (c) => {
       try {
@@ -227,14 +257,22 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       method: "post",
       path: "/oauth/revoke",
       summary: "RFC 7009: revoke a refresh token (with its family and sessions) or an access token",
-      request: { body: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), client_id: z.literal(CLI_CLIENT_ID) })) },
-      responses: { 200: jsonContent(z.object({}), "Revoked, or nothing to revoke"), ...oauthErrors },
+      request: { body: form(z.object({ token: z.string(), token_type_hint: z.string().optional(), client_id: z.string() })) },
+      responses: {
+        200: jsonContent(z.object({}).passthrough(), "Revoked, or nothing to revoke (the CLI's tokens, or the OAuth provider's for its clients)"),
+        ...oauthErrors,
+        401: jsonContent(OAuthErrorSchema, "The OAuth provider's refusal of a client"),
+      },
     }),
     async (c) => {
       try {
         const params = await oauthParams(c);
         required(params, "token");
-        if (params.client_id && params.client_id !== CLI_CLIENT_ID) return await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
+        if (params.client_id && params.client_id !== CLI_CLIENT_ID) {
+          // the plugin answers an empty 200; RFC 7009 §2.2 leaves the body open, and ours is {} for both families
+          const answer = await callAuthLibrary(c, ctx, toProvider(c, params, "/oauth2/revoke"));
+          return answer.ok ? c.json({}, 200, NO_STORE) : answer;
+        }
         requireClient(params);
         const revoked = await ctx.deviceFlow.revoke(params.token!);
         if (revoked) {

@@ -121,7 +121,7 @@ export async function createIam(
   const clock = manualClock(new Date());
   const app = createApp({
     db: database.db,
-    logger: options.logger ?? (process.env.DEBUG_IAM ? ({ info() {}, warn: console.warn, error: console.error, debug() {}, child() { return this; } } as unknown as Logger) : silentLogger()),
+    logger: options.logger ?? silentLogger(),
     config,
     serviceCredentials: options.serviceCredentials ?? new Map([["platform-registry", REGISTRY_SECRET]]),
     mailer,

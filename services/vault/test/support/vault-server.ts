@@ -245,3 +245,16 @@ export function servedVault(
   });
   return served;
 }
+
+/** Polls until the expectation holds: file events and notifications arrive asynchronously. */
+export async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+}
