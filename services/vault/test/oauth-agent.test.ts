@@ -11,6 +11,7 @@ import {
   LoopbackCallback,
   MemoryOAuthClient,
   personWithOrganization,
+  signIn,
   signInAndAllow,
   type Person,
   type ProtectedSystem,
@@ -99,7 +100,10 @@ for (const { name, url } of launchDatabases()) {
         const firstTransport = transport();
         await expect(first.connect(firstTransport)).rejects.toBeInstanceOf(UnauthorizedError);
         expect(oauth.clientInformation()?.client_id).toBeTruthy();
-        expect(sent.some((s) => s.method === "POST" && s.url.startsWith(system.iamUrl) && s.url.includes("regist"))).toBe(true);
+        const asks = (method: string, prefix: string) => sent.some((s) => s.method === method && s.url.startsWith(prefix));
+        expect(asks("GET", `${system.vaultUrl}/.well-known/oauth-protected-resource`)).toBe(true);
+        expect(asks("GET", `${system.iamUrl}/.well-known/oauth-authorization-server`)).toBe(true);
+        expect(asks("POST", `${system.iamUrl}/api/auth/oauth2/register`)).toBe(true);
         const authorization = await oauth.authorizationUrl;
         expect(authorization.origin).toBe(system.iamUrl);
         const asked = authorization.searchParams;
@@ -113,7 +117,7 @@ for (const { name, url } of launchDatabases()) {
         // 2. the person signs in and allows; the browser lands on the loopback redirect
         const page = await browsers.fresh();
         await page.goto(authorization.href);
-      await signInAndAllow(page, person);
+        await signInAndAllow(page, person);
         const answer = await callback.received;
         expect(answer.get("error")).toBeNull();
         expect(oauth.isOwnState(answer.get("state"))).toBe(true);
@@ -127,6 +131,9 @@ for (const { name, url } of launchDatabases()) {
         const { header, payload } = decodeJwt(issued.access_token);
         expect(header.typ).toBe("at+jwt");
         expect(payload.aud === system.mcpUrl || (Array.isArray(payload.aud) && payload.aud.includes(system.mcpUrl))).toBe(true);
+        // the organization the person acts in, and what they may do there
+        expect(payload.org_id).toBe(person.orgId);
+        expect(payload.permissions).toContain("vault:read");
         expect(sent.filter((s) => s.grant === "authorization_code")).toHaveLength(1);
         await first.close();
 
@@ -163,9 +170,7 @@ for (const { name, url } of launchDatabases()) {
         await expect(client.connect(new StreamableHTTPClientTransport(new URL(system.mcpUrl), { authProvider: oauth }))).rejects.toBeInstanceOf(UnauthorizedError);
         const page = await browsers.fresh();
         await page.goto((await oauth.authorizationUrl).href);
-        await page.getByLabel("Email", { exact: true }).fill(person.email);
-        await page.getByLabel("Password", { exact: true }).fill(person.password);
-        await page.getByRole("button", { name: "Sign in", exact: true }).click();
+        await signIn(page, person);
         const deny = page.getByRole("button", { name: "Deny", exact: true });
         await deny.waitFor();
         // the person sees who asks and for what

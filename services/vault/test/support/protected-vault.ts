@@ -231,8 +231,13 @@ export function decodeJwt(token: string): { header: Record<string, unknown>; pay
  * for consent; Allow sends the browser to the client's redirect URI with the code.
  */
 export async function signInAndAllow(page: Page, person: Person): Promise<void> {
+  await signIn(page, person);
+  await page.getByRole("button", { name: "Allow", exact: true }).click();
+}
+
+/** IAM's sign-in page, filled in and sent: the browser then goes on to the consent page. */
+export async function signIn(page: Page, person: Person): Promise<void> {
   await page.getByLabel("Email", { exact: true }).fill(person.email);
   await page.getByLabel("Password", { exact: true }).fill(person.password);
   await page.getByRole("button", { name: "Sign in", exact: true }).click();
-  await page.getByRole("button", { name: "Allow", exact: true }).click();
 }
