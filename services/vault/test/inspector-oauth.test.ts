@@ -153,6 +153,14 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
     expect(done.stderr).not.toContain("Please navigate to");
   });
 
+  it("takes an API key as a header instead, and starts no sign-in", async () => {
+    const key = await apiKeyOf(system.iamUrl, person);
+    const done = await inspector(scratchDir("inspector-key"), [...searchArgs, "--header", `x-api-key: ${key}`]).finished;
+    expect(done.code, done.stderr).toBe(0);
+    expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
+    expect(done.stderr).not.toContain("Please navigate to");
+  });
+
   it("in the web interface: connecting sends the browser through sign-in and consent, and back connected", async () => {
     const clientPort = await freePort();
     const web = start(inspectorV2Launcher!, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
