@@ -63,7 +63,10 @@ export type AuditAction =
   | "auth.two_factor.backup_code"
   | "auth.two_factor.backup_codes_regenerate"
   | "auth.two_factor.secret_view"
-  | "policy.update";
+  | "policy.update"
+  | "oauth.client.register"
+  | "oauth.consent"
+  | "oauth.token";
 
 export interface AuditInput {
   action: AuditAction;

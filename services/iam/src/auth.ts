@@ -124,6 +124,10 @@ const AUDITED: Record<string, AuditInput["action"]> = {
   "/two-factor/verify-backup-code": "auth.two_factor.backup_code",
   "/two-factor/disable": "auth.two_factor.disable",
   "/two-factor/generate-backup-codes": "auth.two_factor.backup_codes_regenerate",
+  // the OAuth provider (oauth-provider.ts): clients registering, people consenting, tokens issued or refused
+  "/oauth2/register": "oauth.client.register",
+  "/oauth2/consent": "oauth.consent",
+  "/oauth2/token": "oauth.token",
 };
 
 /** Whether a library path's outcome goes to the audit log. */

@@ -95,6 +95,12 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
 
       const refreshed = await refreshGrant(iam, clientId, tokens.body.refresh_token);
       expect(refreshed.status, JSON.stringify(refreshed.body)).toBe(200);
+      // the audit log names the consent (as the person) and the token requests, never a token
+      const events = (await call(iam, "GET", "/api/audit/events?action=oauth.consent&limit=100", { token: op.token })).body.data as { actorId: string; outcome: string }[];
+      expect(events).toContainEqual(expect.objectContaining({ actorId: org.member.userId, outcome: "success" }));
+      const tokenEvents = (await call(iam, "GET", "/api/audit/events?action=oauth.token&limit=100", { token: op.token })).body.data as unknown[];
+      expect(tokenEvents.length).toBeGreaterThanOrEqual(2);
+      expect(JSON.stringify(tokenEvents)).not.toContain(tokens.body.refresh_token);
       expect(refreshed.body.refresh_token).not.toBe(tokens.body.refresh_token);
       expect((await verified(refreshed.body.access_token)).payload).toMatchObject({ sub: org.member.userId, org_id: org.orgId });
     });
