@@ -40,7 +40,7 @@ export interface AuthDeps {
   /** a session deleted before it expired: the CLI's refresh tokens issued with it must stop working */
   onSessionRevoked: (sessionId: string) => Promise<void>;
   /** the organization and permissions OAuth access tokens carry (oauth-provider.ts) */
-  oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions">;
+  oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions" | "clock">;
 }
 
 /**
