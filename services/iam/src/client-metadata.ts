@@ -247,7 +247,8 @@ export function clientMetadataDiscovery(deps: ClientMetadataDeps): ClientDiscove
       if (!(err instanceof ClientMetadataRefused) || !err.unreachable || !existing || !times || now >= times.expiresAt) throw err;
       await db
         .update(clientMetadataDocuments)
-        .set({ refreshAt: new Date(now.getTime() + RETRY_UNREACHABLE_MS) })
+        // never past the copy's expiry: then the host must answer
+        .set({ refreshAt: new Date(Math.min(now.getTime() + RETRY_UNREACHABLE_MS, times.expiresAt.getTime())) })
         .where(eq(clientMetadataDocuments.clientId, clientId));
       return existing;
     }

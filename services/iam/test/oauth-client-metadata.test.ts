@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { isClientMetadataUrl, MAX_CLIENT_ID_LENGTH, MAX_DOCUMENT_BYTES } from "../src/client-metadata.js";
+import { freshSeconds, isClientMetadataUrl, MAX_CLIENT_ID_LENGTH, MAX_DOCUMENT_BYTES } from "../src/client-metadata.js";
 import { oauthClient } from "../src/db/schema.js";
 import { createIam, freePort, iamWithOperator, staffedOrg, type Iam, type Operator } from "./support/harness.js";
 import { PageBrowser } from "./support/pages.js";
@@ -198,6 +198,19 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
       expect(to.pathname).toBe("/api/auth/error");
       expect(to.searchParams.get("error_description")).toContain("answered 404");
     });
+
+    it("refuses a stored client whose host has not answered for a day past its refresh time", async () => {
+      let answer = 200;
+      const clientId = documents.client((id) => (req, res) => (answer === 200 ? json(documentOf(id))(req, res) : res.writeHead(answer).end()));
+      expect((await authorize(clientId)).pathname).toBe("/oauth/consent");
+      answer = 502;
+      iam.clock.advance(3600_000 + 24 * 3600_000 - 1000);
+      expect((await authorize(clientId)).pathname).toBe("/oauth/consent");
+      iam.clock.advance(2000);
+      const to = await authorize(clientId);
+      expect(to.pathname).toBe("/api/auth/error");
+      expect(to.searchParams.get("error_description")).toContain("answered 502");
+    });
   });
 
   describe("refusals", () => {
@@ -245,9 +258,13 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
       await refusedOnErrorPage(broken, "not valid JSON");
     });
 
-    it("refuses a host that does not answer in time", async () => {
-      const clientId = documents.client(() => () => undefined);
-      await refusedOnErrorPage(clientId, "did not answer within 2000 ms");
+    it("refuses a host that does not answer in time, before its headers or within its body", async () => {
+      await refusedOnErrorPage(documents.client(() => () => undefined), "did not answer within 2000 ms");
+      const stalled = documents.client((id) => (_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write(JSON.stringify(documentOf(id)).slice(0, 20));
+      });
+      await refusedOnErrorPage(stalled, "did not answer within 2000 ms");
     });
 
     it("does not follow a redirect from the document's address", async () => {
@@ -289,6 +306,22 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
       expect(r.body.error).toBe("invalid_client");
       expect(r.body.error_description).toContain("answered 404");
     });
+  });
+});
+
+describe("how long a document stays fresh", () => {
+  it.each([
+    [null, 3600],
+    ["max-age=600", 600],
+    ["public, max-age=300", 300],
+    ["max-age=299", 300],
+    ["max-age=86400", 86400],
+    ["max-age=86401", 86400],
+    ["no-store", 300],
+    ["no-cache, max-age=3600", 300],
+    ["max-age=soon", 3600],
+  ])("Cache-Control %s → %i s", (cacheControl, seconds) => {
+    expect(freshSeconds(cacheControl)).toBe(seconds);
   });
 });
 
