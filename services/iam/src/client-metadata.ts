@@ -187,6 +187,8 @@ export interface ClientMetadataDeps {
   resources: string[];
   /** the scopes a client may ask for, as dynamic registration grants them */
   scopes: string[];
+  /** a new client stored from its document, or refused (the audit log's `oauth.client.register`) */
+  recordRegistration: (registration: { clientId: string; refused: string | null; headers: Headers | undefined }) => Promise<void>;
 }
 
 /**
@@ -258,10 +260,14 @@ export function clientMetadataDiscovery(deps: ClientMetadataDeps): ClientDiscove
     id: CLIENT_METADATA_DISCOVERY,
     matches: isClientMetadataUrl,
     resolve: async (ctx, clientId, existing) => {
+      const headers = ctx.headers ?? ctx.request?.headers;
       try {
-        return await resolve(clientId, existing);
+        const client = await resolve(clientId, existing);
+        if (!existing) await deps.recordRegistration({ clientId, refused: null, headers });
+        return client;
       } catch (err) {
         if (!(err instanceof ClientMetadataRefused)) throw err;
+        if (!existing) await deps.recordRegistration({ clientId, refused: err.message, headers });
         // RFC 6749 §4.1.2.1: an unverified client is never redirected to: the browser sees IAM's error page
         if (ctx.path === "/oauth2/authorize") throw ctx.redirect(errorPage(ctx.context.baseURL, err.message));
         throw new APIError("BAD_REQUEST", { error: "invalid_client", error_description: err.message });

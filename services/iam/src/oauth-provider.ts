@@ -4,7 +4,7 @@ import { createAuthMiddleware } from "better-auth/api";
 import { and, eq, isNull } from "drizzle-orm";
 import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
-import { clientMetadataDiscovery } from "./client-metadata.js";
+import { clientMetadataDiscovery, type ClientMetadataDeps } from "./client-metadata.js";
 import type { IamConfig } from "./config.js";
 import { oauthRefreshToken } from "./db/schema.js";
 
@@ -93,6 +93,8 @@ export interface OAuthProviderDeps {
   config: IamConfig;
   /** when a client's metadata document is due to be fetched again */
   clock: Clock;
+  /** clients registered through their metadata document go to the audit log as registrations do */
+  recordRegistration: ClientMetadataDeps["recordRegistration"];
   /** the organization a session acts in (its active one, else the user's default), or null */
   actingOrganization: (userId: string, activeOrganizationId: string | null) => Promise<string | null>;
   /** a user's effective permissions in an organization for a token issued through `sessionId` ([] when not a member or held back by its policy) */
@@ -157,7 +159,7 @@ function organizationClaims(deps: OAuthProviderDeps): OAuthProviderExtension {
 function clientMetadataDocuments(deps: OAuthProviderDeps): OAuthProviderExtension[] {
   const { config } = deps;
   if (!config.clientMetadata.enabled) return [];
-  return [{ clientDiscovery: clientMetadataDiscovery({ db: deps.db, clock: deps.clock, config: config.clientMetadata, resources: [config.vaultResource], scopes: [...OAUTH_SCOPES] }) }];
+  return [{ clientDiscovery: clientMetadataDiscovery({ db: deps.db, clock: deps.clock, config: config.clientMetadata, resources: [config.vaultResource], scopes: [...OAUTH_SCOPES], recordRegistration: deps.recordRegistration }) }];
 }
 
 /** The plugin and our registration rule, for createAuth's plugin list. */

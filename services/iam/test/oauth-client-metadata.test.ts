@@ -4,11 +4,11 @@ import { createServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { freshSeconds, isClientMetadataUrl, MAX_CLIENT_ID_LENGTH, MAX_DOCUMENT_BYTES } from "../src/client-metadata.js";
-import { oauthClient } from "../src/db/schema.js";
+import { auditEvents, oauthClient } from "../src/db/schema.js";
 import { createIam, freePort, iamWithOperator, staffedOrg, type Iam, type Operator } from "./support/harness.js";
 import { PageBrowser } from "./support/pages.js";
 import { authorizeAddress, consentAs, exchangeCode, LOOPBACK_REDIRECT, pkcePair, refreshGrant } from "./support/authorization-code.js";
@@ -166,6 +166,9 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
       expect(tokens.body.refresh_token).toBeTruthy();
       const [stored] = await database.db.select().from(oauthClient).where(eq(oauthClient.clientId, clientId));
       expect(stored).toMatchObject({ clientDiscoveryId: "cimd", name: "Document agent", tokenEndpointAuthMethod: "none", clientSecret: null });
+      const audited = await database.db.select().from(auditEvents).where(and(eq(auditEvents.action, "oauth.client.register"), eq(auditEvents.targetId, clientId)));
+      expect(audited).toHaveLength(1);
+      expect(audited[0]).toMatchObject({ outcome: "success", metadata: { source: "client_metadata_document" } });
     });
 
     it("keeps the document for its max-age, and fetches it again after", async () => {
@@ -217,6 +220,8 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
     it("refuses a document whose client_id is not its address", async () => {
       const clientId = documents.client(undefined, { client_id: `${documents.base}/clients/other.json` });
       await refusedOnErrorPage(clientId, "client_id is not the address");
+      const [audited] = await database.db.select().from(auditEvents).where(and(eq(auditEvents.action, "oauth.client.register"), eq(auditEvents.targetId, clientId)));
+      expect(audited).toMatchObject({ outcome: "failure", metadata: { source: "client_metadata_document", reason: expect.stringContaining("client_id is not the address") } });
     });
 
     it("never redirects to a redirect URI the document does not list", async () => {
