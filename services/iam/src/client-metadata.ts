@@ -113,14 +113,24 @@ export function acceptedMetadata(clientId: string, document: unknown) {
   if (name && name.length > 100) throw new ClientMetadataRefused("the client metadata document's client_name is longer than 100 characters");
   return {
     name: name || null,
-    uri: metadata.client_uri ?? null,
-    tos: metadata.tos_uri ?? null,
-    policy: metadata.policy_uri ?? null,
+    uri: httpsOrNull(metadata.client_uri),
+    tos: httpsOrNull(metadata.tos_uri),
+    policy: httpsOrNull(metadata.policy_uri),
     softwareId: metadata.software_id ?? null,
     softwareVersion: metadata.software_version ?? null,
     redirectUris,
     applicationType: metadata.application_type ?? null,
   };
+}
+
+/** An https address kept as the document gave it; anything else (javascript:, data:, junk) is not kept, lest a page ever link it. */
+function httpsOrNull(address: string | undefined): string | null {
+  if (!address) return null;
+  try {
+    return new URL(address).protocol === "https:" ? address : null;
+  } catch {
+    return null;
+  }
 }
 
 /** How long a fetched document stays fresh (RFC 9111 §5.2.2: max-age; no-store and no-cache mean the shortest). */

@@ -149,7 +149,7 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
 
   describe("a client known by its document", () => {
     it("completes authorize, consent and the token exchange with PKCE, the consent page naming the document's host", async () => {
-      const clientId = documents.client();
+      const clientId = documents.client(undefined, { client_uri: "https://agent.example.com/", policy_uri: "javascript:alert(1)" });
       const pkce = pkcePair();
       const browser = new PageBrowser(iam, member.cookie);
       const asked = await browser.get(authorizeAddress({ clientId, challenge: pkce.challenge }));
@@ -165,7 +165,7 @@ describe.each(testDatabases())("client metadata documents on $name", ({ open }) 
       expect(tokens.body.access_token).toBeTruthy();
       expect(tokens.body.refresh_token).toBeTruthy();
       const [stored] = await database.db.select().from(oauthClient).where(eq(oauthClient.clientId, clientId));
-      expect(stored).toMatchObject({ clientDiscoveryId: "cimd", name: "Document agent", tokenEndpointAuthMethod: "none", clientSecret: null });
+      expect(stored).toMatchObject({ clientDiscoveryId: "cimd", name: "Document agent", tokenEndpointAuthMethod: "none", clientSecret: null, uri: "https://agent.example.com/", policy: null });
       const audited = await database.db.select().from(auditEvents).where(and(eq(auditEvents.action, "oauth.client.register"), eq(auditEvents.targetId, clientId)));
       expect(audited).toHaveLength(1);
       expect(audited[0]).toMatchObject({ outcome: "success", metadata: { source: "client_metadata_document" } });
