@@ -76,10 +76,11 @@ export class PrivateAddressRefused extends Error {
  * The HTTP agent webhook deliveries go through (DESIGN §10): the address is checked where the
  * connection is made, by the lookup the socket itself uses, so a name whose answer changes between a
  * check and the connection (DNS rebinding) cannot reach inside; an address written in the URL is
- * checked before connecting. With `allowPrivate` nothing is refused (development).
+ * checked before connecting. With `allowPrivate` nothing is refused (development). `ca` replaces the
+ * trusted certificate authorities (tests serving https with a certificate of their own).
  */
-export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver }): Agent {
-  const { allowPrivate, resolve } = options;
+export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver; ca?: string }): Agent {
+  const { allowPrivate, resolve, ca } = options;
   const guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
     const answered = (err: Error | null, found: LookupAddress[]) => {
       if (err) return callback(err, []);
@@ -96,7 +97,7 @@ export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolve
       (err: Error) => answered(err, []),
     );
   };
-  const connector = buildConnector({ lookup: guardedLookup as never });
+  const connector = buildConnector({ lookup: guardedLookup as never, ...(ca && { ca }) });
   return new Agent({
     connect: (connectOptions, callback) => {
       // an address in the URL is not looked up: it is checked here

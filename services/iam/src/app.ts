@@ -111,6 +111,7 @@ export function createApp(deps: IamDeps) {
       await revokeOAuthRefreshOfSession(db, sessionId, clock.now());
     },
     oauthGrants: {
+      clock,
       actingOrganization: (userId, active) => principals.actingOrganization(userId, active),
       grantedPermissions: (userId, orgId, sessionId) => principals.oauthPermissions(userId, orgId, sessionId),
     },

@@ -40,7 +40,7 @@ export interface AuthDeps {
   /** a session deleted before it expired: the CLI's refresh tokens issued with it must stop working */
   onSessionRevoked: (sessionId: string) => Promise<void>;
   /** the organization and permissions OAuth access tokens carry (oauth-provider.ts) */
-  oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions">;
+  oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions" | "clock">;
 }
 
 /**
@@ -442,7 +442,25 @@ export function createAuth(deps: AuthDeps) {
       // describes the library's routes for IAM's own description (auth-description.ts), never served
       openAPI({ disableDefaultReference: true }),
       ssoPlugin(),
-      ...oauthProviderPlugins({ db: deps.db, config, ...deps.oauthGrants }),
+      ...oauthProviderPlugins({
+        db: deps.db,
+        config,
+        ...deps.oauthGrants,
+        // a client known by its metadata document is registered by its first use: audited as /oauth2/register is
+        recordRegistration: ({ clientId, refused, headers }) =>
+          deps.audit.record({
+            action: "oauth.client.register",
+            outcome: refused ? "failure" : "success",
+            actorType: headers?.get(ACTOR_HEADER) ? "user" : "anonymous",
+            actorId: headers?.get(ACTOR_HEADER) ?? null,
+            targetType: "oauth_client",
+            targetId: clientId.slice(0, 512),
+            ip: headers?.get(CLIENT_IP_HEADER) ?? null,
+            userAgent: headers?.get("user-agent") ?? null,
+            requestId: headers?.get(REQUEST_ID_HEADER) ?? null,
+            metadata: { source: "client_metadata_document", ...(refused && { reason: refused }) },
+          }),
+      }),
     ],
   });
 }

@@ -27,6 +27,8 @@ export interface IamConfig {
   vaultResource: string;
   /** lifetime of an OAuth access token for the vault (a JWT: revocation waits for its expiry, so minutes) */
   oauthAccessTokenSeconds: number;
+  /** Client ID Metadata Documents: https client ids resolved from the document at that address (client-metadata.ts) */
+  clientMetadata: ClientMetadataConfig;
   smtpUrl: string | undefined;
   mailFrom: string;
   outboxDir: string;
@@ -51,6 +53,17 @@ export interface IamConfig {
     /** OAuth client registrations (RFC 7591, unauthenticated) per client address and window */
     clientRegistration: number;
   };
+}
+
+export interface ClientMetadataConfig {
+  /** CORE_OAUTH_CLIENT_METADATA=on|off (default on) */
+  enabled: boolean;
+  /** how long a document's host has to answer, body included */
+  timeoutMs: number;
+  /** documents on loopback and private addresses: a test seam, never read from the environment (the SSRF guard stays on) */
+  allowPrivate: boolean;
+  /** certificate authorities trusted instead of the system's: a test seam for a local https document server */
+  ca?: string;
 }
 
 const isLocal = (url: string) => ["localhost", "127.0.0.1", "[::1]"].includes(new URL(url).hostname);
@@ -86,6 +99,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     refreshTokenSeconds: positiveIntEnv(env, "CORE_REFRESH_TOKEN_SECONDS", 30 * 86400),
     vaultResource: `${common.url("vault")}/mcp`,
     oauthAccessTokenSeconds: 600,
+    clientMetadata: { enabled: onOff(env, "CORE_OAUTH_CLIENT_METADATA", true), timeoutMs: 5000, allowPrivate: false },
     smtpUrl: mail.smtpUrl,
     mailFrom: mail.from,
     outboxDir: mail.outboxDir,
@@ -111,6 +125,13 @@ function orgSetupRecoverySeconds(env: NodeJS.ProcessEnv): number {
   const seconds = positiveIntEnv(env, "CORE_ORG_SETUP_RECOVERY_SECONDS", 60);
   if (seconds < 15) throw new ConfigError(`CORE_ORG_SETUP_RECOVERY_SECONDS must be at least 15 (a set-up's registry call may take 10 s), got ${seconds}`);
   return seconds;
+}
+
+/** A setting that is `on` or `off`; unset is the default, anything else stops start-up. */
+function onOff(env: NodeJS.ProcessEnv, name: string, byDefault: boolean): boolean {
+  const value = env[name] ?? "";
+  if (!["", "on", "off"].includes(value)) throw new ConfigError(`${name} must be on or off, got "${value.slice(0, 40)}"`);
+  return value === "" ? byDefault : value === "on";
 }
 
 /** Development on the embedded database reaches localhost receivers; with PostgreSQL (production) only when told (billing's rule). */

@@ -2,7 +2,9 @@ import { oauthProvider, type OAuthProviderExtension } from "@better-auth/oauth-p
 import type { BetterAuthPlugin } from "better-auth";
 import { createAuthMiddleware } from "better-auth/api";
 import { and, eq, isNull } from "drizzle-orm";
+import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
+import { clientMetadataDiscovery, type ClientMetadataDeps } from "./client-metadata.js";
 import type { IamConfig } from "./config.js";
 import { oauthRefreshToken } from "./db/schema.js";
 
@@ -89,6 +91,10 @@ export function authorizeAfterSignIn(query: URLSearchParams): string | null {
 export interface OAuthProviderDeps {
   db: Db;
   config: IamConfig;
+  /** when a client's metadata document is due to be fetched again */
+  clock: Clock;
+  /** clients registered through their metadata document go to the audit log as registrations do */
+  recordRegistration: ClientMetadataDeps["recordRegistration"];
   /** the organization a session acts in (its active one, else the user's default), or null */
   actingOrganization: (userId: string, activeOrganizationId: string | null) => Promise<string | null>;
   /** a user's effective permissions in an organization for a token issued through `sessionId` ([] when not a member or held back by its policy) */
@@ -145,6 +151,17 @@ function organizationClaims(deps: OAuthProviderDeps): OAuthProviderExtension {
   };
 }
 
+/**
+ * Clients known by their metadata document (an https client id; client-metadata.ts), registered as
+ * dynamic registration registers them: linked to the vault, with the scopes there are. Off with
+ * CORE_OAUTH_CLIENT_METADATA=off, which also stops the clients it brought from being found.
+ */
+function clientMetadataDocuments(deps: OAuthProviderDeps): OAuthProviderExtension[] {
+  const { config } = deps;
+  if (!config.clientMetadata.enabled) return [];
+  return [{ clientDiscovery: clientMetadataDiscovery({ db: deps.db, clock: deps.clock, config: config.clientMetadata, resources: [config.vaultResource], scopes: [...OAUTH_SCOPES], recordRegistration: deps.recordRegistration }) }];
+}
+
 /** The plugin and our registration rule, for createAuth's plugin list. */
 export function oauthProviderPlugins(deps: OAuthProviderDeps) {
   const { config } = deps;
@@ -172,7 +189,7 @@ export function oauthProviderPlugins(deps: OAuthProviderDeps) {
         consentReferenceId: async ({ user, session }) =>
           (await deps.actingOrganization(user.id, (session as { activeOrganizationId?: string | null }).activeOrganizationId ?? null)) ?? undefined,
       },
-      extensions: [organizationClaims(deps)],
+      extensions: [organizationClaims(deps), ...clientMetadataDocuments(deps)],
       rateLimit: { register: { window: config.rateLimits.windowSeconds, max: config.rateLimits.clientRegistration } },
     }),
   ] as const;

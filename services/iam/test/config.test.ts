@@ -32,6 +32,13 @@ describe("IAM configuration", () => {
     expect(() => load({ CORE_AUTH_SECRET: short })).not.toThrow(short);
   });
 
+  it("resolves client metadata documents unless CORE_OAUTH_CLIENT_METADATA=off, and never lets the environment open private addresses", () => {
+    expect(load({}).clientMetadata).toEqual({ enabled: true, timeoutMs: 5000, allowPrivate: false });
+    expect(load({ CORE_OAUTH_CLIENT_METADATA: "off" }).clientMetadata.enabled).toBe(false);
+    expect(load({ CORE_OAUTH_CLIENT_METADATA: "on" }).clientMetadata.enabled).toBe(true);
+    expect(() => load({ CORE_OAUTH_CLIENT_METADATA: "yes" })).toThrow('CORE_OAUTH_CLIENT_METADATA must be on or off, got "yes"');
+  });
+
   it("refuses a lifetime that is not a positive integer", () => {
     expect(() => load({ CORE_SESSION_SECONDS: "0" })).toThrow('CORE_SESSION_SECONDS must be a positive integer, got "0"');
     expect(() => load({ CORE_SESSION_SECONDS: "1.5" })).toThrow(ConfigError);

@@ -441,6 +441,20 @@ export const oauthClientAssertion = iam.table("oauth_client_assertion", {
 
 // ── ours ────────────────────────────────────────────────────────────────────────────────────────
 
+/**
+ * The clients known by their metadata document (client-metadata.ts): when the document was last
+ * fetched, when it is fetched again, and until when the stored copy stands in while its host does
+ * not answer. The client itself is a row of `oauth_client`, owned by the discovery (`client_discovery_id`).
+ */
+export const clientMetadataDocuments = iam.table("client_metadata_documents", {
+  clientId: text("client_id")
+    .primaryKey()
+    .references(() => oauthClient.clientId, { onDelete: "cascade" }),
+  fetchedAt: ts("fetched_at").notNull(),
+  refreshAt: ts("refresh_at").notNull(),
+  expiresAt: ts("expires_at").notNull(),
+});
+
 /** Per-organization overrides of a role's permissions (spec §4.3 `/api/core/roles`). */
 export const roleMappings = iam.table(
   "role_mappings",

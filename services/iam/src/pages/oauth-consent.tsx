@@ -3,6 +3,7 @@ import type { ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { oauthClient, organization } from "../db/schema.js";
+import { CLIENT_METADATA_DISCOVERY } from "../client-metadata.js";
 import { CONSENT_PAGE, SCOPE_WORDS } from "../oauth-provider.js";
 import { CsrfField, Layout, MessagePage, type Viewer } from "./layout.js";
 import { page, pageSession, render, sessionForm, signInAddress } from "./page.js";
@@ -13,6 +14,8 @@ const MAX_QUERY = 4096;
 /** What the consent page shows about a request. */
 export interface ConsentRequest {
   clientName: string;
+  /** the host publishing the client's metadata document (a client whose id is that document's address), else null */
+  clientHost: string | null;
   /** the host the browser returns to: where the access goes */
   redirectHost: string;
   scopes: string[];
@@ -30,6 +33,12 @@ export function ConsentPage(props: { viewer: Viewer; request: ConsentRequest }) 
           <strong>{request.clientName}</strong> asks to use your Core account, <strong>{props.viewer.email}</strong>.
         </p>
         <dl class="facts">
+          {request.clientHost && (
+            <>
+              <dt>Described by</dt>
+              <dd id="consent-client-host">{request.clientHost}</dd>
+            </>
+          )}
           <dt>Returns to</dt>
           <dd id="consent-redirect-host">{request.redirectHost}</dd>
           <dt>Acts in</dt>
@@ -57,10 +66,10 @@ export function ConsentPage(props: { viewer: Viewer; request: ConsentRequest }) 
   );
 }
 
-/** The host a redirect URI returns to, as the person should read it. */
-function hostOf(redirectUri: string | null): string {
+/** The host of an address (a redirect URI, a client id), as the person should read it. */
+function hostOf(address: string | null): string {
   try {
-    return redirectUri ? new URL(redirectUri).host : "unknown";
+    return address ? new URL(address).host : "unknown";
   } catch {
     return "unknown";
   }
@@ -94,12 +103,14 @@ export function oauthConsentPages(app: ServiceApp, ctx: IamContext) {
       if (signedQuery.length > MAX_QUERY || !clientId || !query.get("sig")) {
         return render(c, <MessagePage title="No request to answer" viewer={session.viewer} kind="error" message="This page answers an app's request to use your account, and no such request came with it. Start again from the app." />, 400);
       }
-      const [client] = await ctx.db.select({ name: oauthClient.name }).from(oauthClient).where(eq(oauthClient.clientId, clientId));
+      const [client] = await ctx.db.select({ name: oauthClient.name, discovery: oauthClient.clientDiscoveryId }).from(oauthClient).where(eq(oauthClient.clientId, clientId));
       const orgId = session.principal.orgId;
       const [org] = orgId ? await ctx.db.select({ name: organization.name }).from(organization).where(eq(organization.id, orgId)) : [];
       const redirectUri = query.get("redirect_uri");
       const request: ConsentRequest = {
         clientName: client?.name || clientId,
+        // a name in a metadata document is its publisher's claim: the page names the publisher too
+        clientHost: client?.discovery === CLIENT_METADATA_DISCOVERY ? hostOf(clientId) : null,
         redirectHost: hostOf(redirectUri),
         scopes: (query.get("scope") ?? "").split(" ").filter(Boolean),
         organization: org?.name ?? null,

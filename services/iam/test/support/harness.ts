@@ -75,6 +75,7 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     auditWebhookAllowPrivate: true,
     vaultResource: "http://localhost:4500/mcp",
     oauthAccessTokenSeconds: 600,
+    clientMetadata: { enabled: true, timeoutMs: 5000, allowPrivate: false },
     ...overrides,
     rateLimits: {
       enabled: false,
