@@ -1,3 +1,10 @@
+CREATE TABLE "iam"."client_metadata_documents" (
+	"client_id" text PRIMARY KEY NOT NULL,
+	"fetched_at" timestamp (3) with time zone NOT NULL,
+	"refresh_at" timestamp (3) with time zone NOT NULL,
+	"expires_at" timestamp (3) with time zone NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE "iam"."oauth_access_token" (
 	"id" text PRIMARY KEY NOT NULL,
 	"token" text,
@@ -123,6 +130,7 @@ CREATE TABLE "iam"."oauth_resource" (
 	CONSTRAINT "oauth_resource_identifier_unique" UNIQUE("identifier")
 );
 --> statement-breakpoint
+ALTER TABLE "iam"."client_metadata_documents" ADD CONSTRAINT "client_metadata_documents_client_id_oauth_client_client_id_fk" FOREIGN KEY ("client_id") REFERENCES "iam"."oauth_client"("client_id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "iam"."oauth_access_token" ADD CONSTRAINT "oauth_access_token_client_id_oauth_client_client_id_fk" FOREIGN KEY ("client_id") REFERENCES "iam"."oauth_client"("client_id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "iam"."oauth_access_token" ADD CONSTRAINT "oauth_access_token_user_id_user_id_fk" FOREIGN KEY ("user_id") REFERENCES "iam"."user"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "iam"."oauth_access_token" ADD CONSTRAINT "oauth_access_token_refresh_id_oauth_refresh_token_id_fk" FOREIGN KEY ("refresh_id") REFERENCES "iam"."oauth_refresh_token"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
