@@ -101,26 +101,41 @@ export interface OAuthProviderDeps {
   grantedPermissions: (userId: string, orgId: string, sessionId: string | undefined) => Promise<string[]>;
 }
 
-/** Whether every redirect URI is http on a loopback host: a native app (RFC 8252 §7.3). */
-const allLoopback = (uris: unknown) =>
-  Array.isArray(uris) &&
-  uris.length > 0 &&
-  uris.every((uri) => {
+/** The grants a registered client can use; the device grant is the CLI's alone (DESIGN §5). */
+const CLIENT_GRANTS = ["authorization_code", "refresh_token"];
+
+const isLoopbackHttp = (url: URL) => url.protocol === "http:" && ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+
+/**
+ * Whether redirect URIs are a native app's (RFC 8252 §7): at least one http URI on a loopback host,
+ * and every other one https (a claimed address).
+ */
+function nativeRedirects(uris: unknown): boolean {
+  if (!Array.isArray(uris) || uris.length === 0) return false;
+  const urls: URL[] = [];
+  for (const uri of uris) {
     try {
-      const url = new URL(String(uri));
-      return url.protocol === "http:" && ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+      urls.push(new URL(String(uri)));
     } catch {
       return false;
     }
-  });
+  }
+  return urls.some(isLoopbackHttp) && urls.every((url) => isLoopbackHttp(url) || url.protocol === "https:");
+}
 
 /**
- * Registration without `application_type` is a web client to the plugin (OpenID Connect's default),
- * which may not use http loopback redirects; MCP clients (the SDK's, Claude's, the Inspector) send
- * none and listen on loopback, which RFC 8252 makes a native app. A client that says nothing and
- * registers only loopback redirects is registered as native; one that says "web" stays web.
+ * What registration (RFC 7591) takes from MCP clients as they send it, adjusted where RFC 7591 §2
+ * lets the server substitute values:
+ * - no `application_type` is a web client to the plugin (OpenID Connect's default), which may not
+ *   use http loopback redirects; MCP clients (the SDK's, Claude's, the Inspector) send none and
+ *   listen on loopback, which RFC 8252 makes a native app. A client that says nothing and registers
+ *   loopback redirects (with https ones beside them at most) is registered as native; one that says
+ *   "web" stays web.
+ * - clients ask for every grant the discovery document lists (VS Code does), which includes the
+ *   CLI's device grant: the grants a registered client cannot use are dropped, and the answer says
+ *   which it got. A client left with none is refused by the plugin as it asked.
  */
-function loopbackClientsAreNative(): BetterAuthPlugin {
+function registrationAsSent(): BetterAuthPlugin {
   return {
     id: "core-oauth-registration",
     hooks: {
@@ -129,8 +144,14 @@ function loopbackClientsAreNative(): BetterAuthPlugin {
           matcher: (ctx) => ctx.path === "/oauth2/register",
           handler: createAuthMiddleware(async (ctx) => {
             const body = ctx.body as Record<string, unknown> | undefined;
-            if (!body || body.application_type !== undefined || !allLoopback(body.redirect_uris)) return;
-            return { context: { body: { ...body, application_type: "native" } } };
+            if (!body) return;
+            const adjusted = { ...body };
+            if (body.application_type === undefined && nativeRedirects(body.redirect_uris)) adjusted.application_type = "native";
+            if (Array.isArray(body.grant_types)) {
+              const usable = body.grant_types.filter((grant) => CLIENT_GRANTS.includes(String(grant)));
+              if (usable.length > 0) adjusted.grant_types = usable;
+            }
+            return { context: { body: adjusted } };
           }),
         },
       ],
@@ -166,13 +187,13 @@ function clientMetadataDocuments(deps: OAuthProviderDeps): OAuthProviderExtensio
 export function oauthProviderPlugins(deps: OAuthProviderDeps) {
   const { config } = deps;
   return [
-    loopbackClientsAreNative(),
+    registrationAsSent(),
     oauthProvider({
       loginPage: "/sign-in",
       consentPage: CONSENT_PAGE,
       scopes: [...OAUTH_SCOPES],
       // no client credentials grant: every token stands for a person
-      grantTypes: ["authorization_code", "refresh_token"],
+      grantTypes: CLIENT_GRANTS,
       accessTokenExpiresIn: config.oauthAccessTokenSeconds,
       refreshTokenExpiresIn: config.refreshTokenSeconds,
       // MCP clients register themselves (the specification's Dynamic Client Registration), rate-limited per address

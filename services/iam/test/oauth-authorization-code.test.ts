@@ -121,6 +121,22 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       });
       expect(doc.grant_types_supported).toEqual(expect.arrayContaining(["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"]));
     });
+
+    it("names only endpoints that are served, and no OpenID Connect feature while OpenID Connect is off", async () => {
+      const doc = (await (await iam.app.request("/.well-known/oauth-authorization-server")).json()) as Record<string, unknown>;
+      const endpoints = Object.entries(doc).filter(([name]) => name.endsWith("_endpoint") || name.endsWith("_uri"));
+      expect(endpoints.map(([name]) => name).sort()).toEqual(
+        ["authorization_endpoint", "device_authorization_endpoint", "jwks_uri", "registration_endpoint", "revocation_endpoint", "token_endpoint"],
+      );
+      for (const [name, address] of endpoints) {
+        const path = new URL(String(address)).pathname;
+        const answers = [(await iam.app.request(path)).status, (await iam.app.request(path, { method: "POST" })).status];
+        expect({ name, found: answers.some((status) => status !== 404) }).toEqual({ name, found: true });
+      }
+      for (const openIdOnly of ["backchannel_logout_supported", "dpop_signing_alg_values_supported", "userinfo_endpoint", "end_session_endpoint", "id_token_signing_alg_values_supported", "claims_supported", "subject_types_supported"]) {
+        expect(doc).not.toHaveProperty(openIdOnly);
+      }
+    });
   });
 
   describe("refusals", () => {
@@ -216,6 +232,32 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
       expect(web.body.error).toBe("invalid_redirect_uri");
       const https = await registerClient(iam, { redirect_uris: ["https://agent.example.com/callback"] });
       expect(https.status).toBe(201);
+    });
+
+    it("registers a client that asks for every grant the document lists with the grants it can use (VS Code's request)", async () => {
+      const vsCode = await registerClient(iam, {
+        client_name: "Visual Studio Code",
+        redirect_uris: ["http://127.0.0.1:33418/", "https://vscode.dev/redirect"],
+        grant_types: ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+        response_types: ["code"],
+        token_endpoint_auth_method: "none",
+        application_type: "native",
+      });
+      expect(vsCode.status).toBe(201);
+      expect(vsCode.body.grant_types).toEqual(["authorization_code", "refresh_token"]);
+      // a client asking only for grants IAM does not give a registered client is refused, not given others
+      const deviceOnly = await registerClient(iam, { grant_types: ["urn:ietf:params:oauth:grant-type:device_code"] });
+      expect(deviceOnly.status).toBe(400);
+      expect(deviceOnly.body.error).toBe("invalid_client_metadata");
+    });
+
+    it("registers loopback and https redirects together as a native client when the client names no type", async () => {
+      const mixed = await registerClient(iam, { redirect_uris: ["http://127.0.0.1:33418/", "https://agent.example.com/callback"] });
+      expect(mixed.status).toBe(201);
+      expect(mixed.body.application_type).toBe("native");
+      // loopback http beside plain http elsewhere stays refused
+      const plain = await registerClient(iam, { redirect_uris: ["http://127.0.0.1:33418/", "http://agent.example.com/callback"] });
+      expect(plain.status).toBe(400);
     });
   });
 

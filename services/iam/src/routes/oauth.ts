@@ -79,6 +79,18 @@ const form = (schema: z.ZodType) => ({
   content: { "application/x-www-form-urlencoded": { schema }, "application/json": { schema } },
 });
 
+/** Members of the plugin's discovery document that IAM does not offer (see the metadata route). */
+const NOT_OFFERED = [
+  "introspection_endpoint",
+  "introspection_endpoint_auth_methods_supported",
+  "introspection_endpoint_auth_signing_alg_values_supported",
+  "userinfo_endpoint",
+  "end_session_endpoint",
+  "backchannel_logout_supported",
+  "backchannel_logout_session_supported",
+  "dpop_signing_alg_values_supported",
+];
+
 /**
  * The OAuth 2.0 Device Authorization Grant for the `core` CLI (RFC 8628; spec §4.3, §7.3; DESIGN §5)
  * and refresh token rotation. Bodies arrive as forms or JSON, so these routes read their own.
@@ -103,7 +115,10 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
   // server (authorization code, registration; oauth-provider.ts) and the CLI's device flow. Token and
   // revocation requests of the plugin's clients go through our endpoints to the plugin (below).
   app.get("/.well-known/oauth-authorization-server", async (c) => {
-    const provider = await ctx.auth.api.getOAuthServerConfig();
+    const provider: Record<string, unknown> = { ...(await ctx.auth.api.getOAuthServerConfig()) };
+    // the plugin names features whose routes are off here (introspection) or that belong to
+    // OpenID Connect, which is off: a client must find only what it can use
+    for (const name of NOT_OFFERED) delete provider[name];
     return c.json(
       {
         ...provider,
