@@ -133,7 +133,7 @@ describe.each(testDatabases())("authorization code grant on $name", ({ open }) =
         const answers = [(await iam.app.request(path)).status, (await iam.app.request(path, { method: "POST" })).status];
         expect({ name, found: answers.some((status) => status !== 404) }).toEqual({ name, found: true });
       }
-      for (const openIdOnly of ["backchannel_logout_supported", "dpop_signing_alg_values_supported", "userinfo_endpoint", "end_session_endpoint", "id_token_signing_alg_values_supported", "claims_supported", "subject_types_supported"]) {
+      for (const openIdOnly of ["backchannel_logout_supported", "dpop_signing_alg_values_supported", "userinfo_endpoint", "end_session_endpoint", "id_token_signing_alg_values_supported", "claims_supported", "subject_types_supported", "token_endpoint_auth_signing_alg_values_supported"]) {
         expect(doc).not.toHaveProperty(openIdOnly);
       }
     });

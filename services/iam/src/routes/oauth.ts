@@ -89,6 +89,9 @@ const NOT_OFFERED = [
   "backchannel_logout_supported",
   "backchannel_logout_session_supported",
   "dpop_signing_alg_values_supported",
+  // signed client assertions: every client here is public (token_endpoint_auth_methods_supported: none)
+  "token_endpoint_auth_signing_alg_values_supported",
+  "revocation_endpoint_auth_signing_alg_values_supported",
 ];
 
 /**
