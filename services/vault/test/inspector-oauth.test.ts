@@ -1,5 +1,4 @@
-import { execFile } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -9,37 +8,20 @@ import { Browsers, hasChromium, requireBrowserOrSkip, SCREENSHOTS } from "../../
 import { apiKeyOf, launchProtectedSystem, personWithOrganization, signInAndAllow, type Person, type ProtectedSystem } from "./support/protected-vault.js";
 
 /**
- * The MCP Inspector against the protected vault (issue 29), as a person runs it from a terminal.
+ * The MCP Inspector (`@modelcontextprotocol/inspector`, a devDependency) against the protected vault
+ * (issue 29), as a person runs it from a terminal: `inspector --cli …`, as `npm run inspector` does.
  *
- * - Version 1 (`@modelcontextprotocol/inspector-cli` 1.0.3, installed, `npm run inspector`) has no
- *   OAuth: it reaches the vault with a credential given as a header, the path scripts and CI take.
- * - Version 2 (`@modelcontextprotocol/inspector`, the package's current line) runs the whole OAuth
- *   flow: in CLI mode with discovery, registration, a loopback callback listener and the
- *   authorization in a browser (here Chromium, driven by the test), its token stored so that a
- *   second run needs no browser; in its web interface by sending the page itself through IAM's
- *   sign-in and consent. Skipped, loudly, while the package is not installed.
+ * - With a credential given as a header (a session token as a bearer token, an API key as
+ *   x-api-key), the path scripts and CI take: no sign-in is started.
+ * - Without one it runs the whole OAuth flow: in CLI mode with discovery, registration, a loopback
+ *   callback listener and the authorization in a browser (here Chromium, driven by the test), its
+ *   token stored so that a second run needs no browser; in its web interface by sending the page
+ *   itself through IAM's sign-in and consent.
  */
-const require = createRequire(import.meta.url);
-const packageDir = (name: string) => {
-  try {
-    return dirname(require.resolve(`${name}/package.json`));
-  } catch {
-    return undefined;
-  }
-};
-const inspectorV1Build = join(packageDir("@modelcontextprotocol/inspector-cli")!, "build");
-const inspectorV2Dir = packageDir("@modelcontextprotocol/inspector");
-const inspectorV2 = inspectorV2Dir && join(inspectorV2Dir, "clients", "cli", "build", "index.js");
-const inspectorV2Launcher = inspectorV2Dir && join(inspectorV2Dir, "clients", "launcher", "build", "index.js");
-const hasInspectorV2 = inspectorV2 !== undefined && existsSync(inspectorV2);
+const packageJson = createRequire(import.meta.url).resolve("@modelcontextprotocol/inspector/package.json");
+/** the `inspector` command of the package: `--cli` for CLI mode, `--web` for its web interface */
+const launcher = join(dirname(packageJson), JSON.parse(readFileSync(packageJson, "utf8")).bin.inspector);
 
-if (!hasInspectorV2) {
-  console.warn(
-    `\n${"!".repeat(100)}\n!! INSPECTOR OAUTH TESTS SKIPPED: @modelcontextprotocol/inspector (version 2) is not installed.\n` +
-      `!! Its OAuth flow (CLI mode and web interface) is tested once it is a devDependency:
-!! npm install -D -E @modelcontextprotocol/inspector@2.12.0\n${"!".repeat(100)}\n`,
-  );
-}
 requireBrowserOrSkip();
 
 let system: ProtectedSystem;
@@ -59,68 +41,75 @@ const searchArgs = ["--method", "tools/call", "--tool-name", "search_docs", "--t
 /** The one text item of a tools/call result the Inspector printed, decoded. */
 const itemsOf = (result: { content: { text: string }[] }) => JSON.parse(result.content[0]!.text) as { path: string }[];
 
-describe("the Inspector 1.0.3 CLI with a credential as a header", { timeout: 60_000 }, () => {
-  /** Inspector 1 reads its own package.json relative to the working directory: started from its build folder, as `npm run inspector` does. */
-  const inspector = (...args: string[]) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(process.execPath, ["cli.js", "--cli", system.mcpUrl, "--transport", "http", ...args], { cwd: inspectorV1Build, timeout: 30_000 }, (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      ),
-    );
+/** every Inspector process started, so one a failed test left running is stopped */
+const started: CoreProcess[] = [];
+const start = (...args: ConstructorParameters<typeof CoreProcess>) => {
+  const inspectorProcess = new CoreProcess(...args);
+  started.push(inspectorProcess);
+  return inspectorProcess;
+};
+afterEach(() => {
+  for (const { child } of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill();
+});
 
-  it("is refused without a credential: the vault answers UNAUTHENTICATED", async () => {
-    const done = await inspector(...searchArgs);
-    expect(done.code).not.toBe(0);
-    expect(done.stdout + done.stderr).toContain('"code":"UNAUTHENTICATED"');
+/**
+ * The Inspector's CLI with its state in scratch folders (HOME too), never the user's keychain.
+ * Standard input is not a terminal here: MCP_AUTO_OPEN_ENABLED=true lets it start the interactive
+ * flow anyway, and BROWSER=true makes the browser it opens a no-op (the test's Chromium is the
+ * browser).
+ */
+const inspector = (storageDir: string, args: string[]) =>
+  start(launcher, ["--cli", system.mcpUrl, "--format", "json", ...args], {
+    env: {
+      MCP_STORAGE_DIR: storageDir,
+      MCP_INSPECTOR_SECRET_STORE: "file",
+      MCP_CATALOG_PATH: join(storageDir, "mcp.json"),
+      MCP_CLIENT_CONFIG_PATH: join(storageDir, "client.json"),
+      MCP_AUTO_OPEN_ENABLED: "true",
+      BROWSER: "true",
+    },
   });
 
-  it("calls search_docs with the CLI's session token as a bearer token", async () => {
-    const done = await inspector(...searchArgs, "--header", `Authorization: Bearer ${person.token}`);
+describe("the Inspector's CLI with a credential as a header, or none", { timeout: 60_000 }, () => {
+  it("calls search_docs with the CLI's session token as a bearer token, and starts no sign-in", async () => {
+    const done = await inspector(scratchDir("inspector-token"), [...searchArgs, "--header", `Authorization: Bearer ${person.token}`]).finished;
     expect(done.code, done.stderr).toBe(0);
-    expect(itemsOf(JSON.parse(done.stdout.slice(done.stdout.indexOf("{"))))[0]!.path).toBe("concepts/tenancy");
+    expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
+    expect(done.stderr).not.toContain("Please navigate to");
   });
 
-  it("calls search_docs with an API key as x-api-key, as every service takes one", async () => {
+  it("calls search_docs with an API key as x-api-key, as every service takes one, and starts no sign-in", async () => {
     const key = await apiKeyOf(system.iamUrl, person);
-    const done = await inspector(...searchArgs, "--header", `x-api-key: ${key}`);
+    const done = await inspector(scratchDir("inspector-key"), [...searchArgs, "--header", `x-api-key: ${key}`]).finished;
     expect(done.code, done.stderr).toBe(0);
-    expect(itemsOf(JSON.parse(done.stdout.slice(done.stdout.indexOf("{"))))[0]!.path).toBe("concepts/tenancy");
+    expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
+    expect(done.stderr).not.toContain("Please navigate to");
+  });
+
+  it("without a credential or a stored token, --stored-auth-only refuses with auth_required (exit 3) and opens nothing", async () => {
+    const done = await inspector(scratchDir("inspector-empty"), [...searchArgs, "--stored-auth-only"]).finished;
+    expect(done.code).toBe(3);
+    expect(done.stdout + done.stderr).toContain("auth_required");
+    expect(done.stderr).not.toContain("Please navigate to");
+  });
+
+  it("with a wrong API key, is refused: the vault's UNAUTHENTICATED in the Inspector's auth_required (exit 3)", async () => {
+    const done = await inspector(scratchDir("inspector-wrong-key"), [...searchArgs, "--header", "x-api-key: core_wrong", "--stored-auth-only"]).finished;
+    expect(done.code).toBe(3);
+    expect(done.stdout).toBe("");
+    const { error } = JSON.parse(done.stderr) as { error: { code: string; message: string } };
+    expect(error.code).toBe("auth_required");
+    expect(error.message).toContain('"code":"UNAUTHENTICATED"');
+    expect(error.message).toContain("Invalid API key");
   });
 });
 
-describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth, in CLI mode and in its web interface", { timeout: 120_000 }, () => {
+describe.skipIf(!hasChromium)("the Inspector through OAuth, in CLI mode and in its web interface", { timeout: 120_000 }, () => {
   const browsers = new Browsers();
   /** where the Inspector keeps its registration and tokens between runs */
   const storage = scratchDir("inspector-storage");
-  /** every Inspector process started, so one a failed test left running is stopped */
-  const started: CoreProcess[] = [];
-  const start = (...args: ConstructorParameters<typeof CoreProcess>) => {
-    const inspectorProcess = new CoreProcess(...args);
-    started.push(inspectorProcess);
-    return inspectorProcess;
-  };
   // one Chromium at a time: each test's browser is closed when it ends
-  afterEach(async () => {
-    await browsers.close();
-    for (const { child } of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill();
-  });
-
-  /**
-   * The Inspector's CLI with its state in scratch folders, never the user's keychain. Standard input
-   * is not a terminal here: MCP_AUTO_OPEN_ENABLED=true lets it start the interactive flow anyway,
-   * and BROWSER=true makes the browser it opens a no-op (the test's Chromium is the browser).
-   */
-  const inspector = (storageDir: string, args: string[]) =>
-    start(inspectorV2!, [system.mcpUrl, "--format", "json", ...args], {
-      env: {
-        MCP_STORAGE_DIR: storageDir,
-        MCP_INSPECTOR_SECRET_STORE: "file",
-        MCP_CATALOG_PATH: join(storageDir, "mcp.json"),
-        MCP_CLIENT_CONFIG_PATH: join(storageDir, "client.json"),
-        MCP_AUTO_OPEN_ENABLED: "true",
-        BROWSER: "true",
-      },
-    });
+  afterEach(() => browsers.close());
 
   it("discovers IAM, registers, has the person sign in and allow in the browser, then calls search_docs", async () => {
     const callback = `http://127.0.0.1:${await freePort()}/oauth/callback`;
@@ -146,24 +135,9 @@ describe.skipIf(!hasInspectorV2 || !hasChromium)("the Inspector 2 through OAuth,
     expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
   });
 
-  it("without a stored token, --stored-auth-only refuses with auth_required (exit 3) and opens nothing", async () => {
-    const done = await inspector(scratchDir("inspector-empty"), [...searchArgs, "--stored-auth-only"]).finished;
-    expect(done.code).toBe(3);
-    expect(done.stdout + done.stderr).toContain("auth_required");
-    expect(done.stderr).not.toContain("Please navigate to");
-  });
-
-  it("takes an API key as a header instead, and starts no sign-in", async () => {
-    const key = await apiKeyOf(system.iamUrl, person);
-    const done = await inspector(scratchDir("inspector-key"), [...searchArgs, "--header", `x-api-key: ${key}`]).finished;
-    expect(done.code, done.stderr).toBe(0);
-    expect(itemsOf(JSON.parse(done.stdout).result)[0]!.path).toBe("concepts/tenancy");
-    expect(done.stderr).not.toContain("Please navigate to");
-  });
-
   it("in the web interface: connecting sends the browser through sign-in and consent, and back connected", async () => {
     const clientPort = await freePort();
-    const web = start(inspectorV2Launcher!, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
+    const web = start(launcher, ["--web", "--server-url", system.mcpUrl, "--transport", "http"], {
       env: {
         MCP_STORAGE_DIR: scratchDir("inspector-web"),
         MCP_INSPECTOR_SECRET_STORE: "file",
