@@ -124,6 +124,7 @@ const SHAPES: Record<string, (body: any) => boolean> = {
   ErrorEnvelope: (b) => typeof b?.error?.code === "string" && typeof b.error.message === "string" && typeof b.error.requestId === "string",
   AuthLibraryError: (b) => typeof b?.message === "string",
   OAuthError: (b) => typeof b?.error === "string",
+  AuthOAuthError: (b) => typeof b?.error === "string",
   JsonRpcAnswer: (b) => b?.jsonrpc === "2.0" && (b.error === undefined || typeof b.error.code === "number"),
 };
 
