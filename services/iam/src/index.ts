@@ -1,9 +1,10 @@
 import { fileURLToPath } from "node:url";
-import { ServiceMetrics, workerBacklogSource, type BuiltService, type ServiceContext } from "@core/kit";
+import { ServiceMetrics, systemClock, workerBacklogSource, type BuiltService, type ServiceContext } from "@core/kit";
 import { databaseReadyCheck, poolStats, type Db } from "@core/storage";
 import { createApp } from "./app.js";
 import { auditDispatcher } from "./audit-stream.js";
 import { loadIamConfig } from "./config.js";
+import { ensureVaultResource } from "./oauth-provider.js";
 import { finishInterruptedSetups, interruptedSetupsBacklog } from "./org-setup-recovery.js";
 
 export const SERVICE_ID = "iam";
@@ -18,6 +19,7 @@ export const migrationsFolder = fileURLToPath(new URL("../drizzle", import.meta.
 export async function buildService(ctx: ServiceContext<Db>): Promise<BuiltService> {
   const config = loadIamConfig(ctx.common, ctx.env);
   const metrics = new ServiceMetrics(SERVICE_ID, { processMetrics: true, databasePool: () => poolStats(ctx.db) });
+  await ensureVaultResource(ctx.db, config, systemClock.now());
   const app = createApp({
     db: ctx.db,
     logger: ctx.logger,

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { oauthProvider, type OAuthProviderExtension } from "@better-auth/oauth-provider";
 import type { BetterAuthPlugin } from "better-auth";
 import { createAuthMiddleware } from "better-auth/api";
@@ -6,7 +7,7 @@ import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
 import { clientMetadataDiscovery, type ClientMetadataDeps } from "./client-metadata.js";
 import type { IamConfig } from "./config.js";
-import { oauthRefreshToken } from "./db/schema.js";
+import { oauthRefreshToken, oauthResource } from "./db/schema.js";
 
 /**
  * IAM as the OAuth 2.1 authorization server of MCP clients (issue 29, ADR 0028), through the auth
@@ -183,6 +184,24 @@ function clientMetadataDocuments(deps: OAuthProviderDeps): OAuthProviderExtensio
   return [{ clientDiscovery: clientMetadataDiscovery({ db: deps.db, clock: deps.clock, config: config.clientMetadata, resources: [config.vaultResource], scopes: [...OAUTH_SCOPES], recordRegistration: deps.recordRegistration }) }];
 }
 
+/** The one resource (RFC 8707) tokens are issued for: the vault's MCP URL. */
+const vaultResourceOf = (config: IamConfig) => ({ identifier: config.vaultResource, name: "Core vault (MCP)", allowedScopes: [...OAUTH_SCOPES] });
+
+/**
+ * Writes the vault's resource row if it is missing, before the auth library starts: the plugin
+ * seeds it when it starts too, and two replicas starting together would both insert it, the second
+ * failing on the unique identifier (the plugin recognises that failure by its message, which the
+ * database driver wraps). Once the row exists, the plugin only brings it up to date with the
+ * configuration (`resourceSeedMode: "overwrite"`), which replicas may do together.
+ */
+export async function ensureVaultResource(db: Db, config: IamConfig, now: Date): Promise<void> {
+  const resource = vaultResourceOf(config);
+  await db
+    .insert(oauthResource)
+    .values({ id: randomUUID(), identifier: resource.identifier, name: resource.name, allowedScopes: resource.allowedScopes, createdAt: now, updatedAt: now })
+    .onConflictDoNothing({ target: oauthResource.identifier });
+}
+
 /** The plugin and our registration rule, for createAuth's plugin list. */
 export function oauthProviderPlugins(deps: OAuthProviderDeps) {
   const { config } = deps;
@@ -199,7 +218,7 @@ export function oauthProviderPlugins(deps: OAuthProviderDeps) {
       // MCP clients register themselves (the specification's Dynamic Client Registration), rate-limited per address
       allowDynamicClientRegistration: true,
       allowUnauthenticatedClientRegistration: true,
-      resources: [{ identifier: config.vaultResource, name: "Core vault (MCP)", allowedScopes: [...OAUTH_SCOPES] }],
+      resources: [vaultResourceOf(config)],
       // the configuration is the truth about the vault's resource (its URL follows CORE_VAULT_URL)
       resourceSeedMode: "overwrite",
       clientRegistrationDefaultResources: [config.vaultResource],

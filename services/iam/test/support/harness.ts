@@ -6,6 +6,7 @@ import { remoteResolvers, ServiceTokenClient, type Principal } from "@core/servi
 import { createApp as createRegistryApp, } from "../../../platform-registry/src/app.js";
 import { migrationsFolder as registryMigrations } from "../../../platform-registry/src/index.js";
 import { createApp, type IamApp } from "../../src/app.js";
+import { ensureVaultResource } from "../../src/oauth-provider.js";
 import type { IamConfig } from "../../src/config.js";
 import { migrationsFolder } from "../../src/index.js";
 import type { Logger, Mail, Mailer } from "@core/kit";
@@ -120,6 +121,7 @@ export async function createIam(
   const config = testConfig(options.config);
   const mailer = memoryMailer();
   const clock = manualClock(new Date());
+  await ensureVaultResource(database.db, config, clock.now());
   const app = createApp({
     db: database.db,
     logger: options.logger ?? silentLogger(),
