@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, sessionCookieOf, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
-import { base32Bytes, secretOfUri, totp } from "./support/totp.js";
+import { base32Bytes, clearOfStepBoundary, secretOfUri, totp } from "./support/totp.js";
 import { pollToken, startDeviceLogin } from "./support/device.js";
 
 /**
@@ -25,6 +25,7 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
     const enable = await call(iam, "POST", "/api/auth/two-factor/enable", { token: person.token, body: { password: PASSWORD } });
     expect(enable.status).toBe(200);
     const secret = secretOfUri(enable.body.totpURI);
+    await clearOfStepBoundary();
     const confirmed = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { token: person.token, body: { code: totp(secret, -1) } });
     expect(confirmed.status).toBe(200);
     return { ...person, token: confirmed.body.token as string, cookie: sessionCookieOf(confirmed), secret };

@@ -31,3 +31,14 @@ export function totp(secret: Buffer, stepOffset = 0, nowMs = Date.now()): string
   const value = (mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000;
   return value.toString().padStart(6, "0");
 }
+
+/**
+ * Waits, when less than `marginMs` is left of the current 30 s step, until the next one begins. A
+ * code of the step before is accepted only while the server is still in this step (one step of
+ * drift either way); on a loaded machine the request that carries it may arrive after the boundary,
+ * and the refusal would then be right. Call it just before making such a code.
+ */
+export async function clearOfStepBoundary(marginMs = 5_000, nowMs = Date.now): Promise<void> {
+  const left = 30_000 - (nowMs() % 30_000);
+  if (left < marginMs) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
