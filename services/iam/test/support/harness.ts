@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { request as undiciRequest } from "undici";
 import { createServer } from "node:net";
 import { applyMigrations, type DatabaseHandle } from "@core/storage";
 import { listen, manualClock, silentLogger, unixSeconds, type RunningServer } from "@core/kit";
@@ -200,6 +201,27 @@ export async function serviceToken(iam: Iam, serviceId = "platform-registry", se
   });
   if (r.status !== 200) throw new Error(`service token refused: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.token as string;
+}
+
+/**
+ * IAM listening on loopback, its `app.request` sent over real HTTP (fetch, redirects returned rather
+ * than followed): every helper here (call, PageBrowser, oauth) then talks to it as a client would.
+ */
+export async function iamOverHttp(database: DatabaseHandle, options: Parameters<typeof createIam>[1] = {}): Promise<Iam & { close(): Promise<void> }> {
+  const port = await freePort();
+  const iamUrl = `http://127.0.0.1:${port}`;
+  const iam = await createIam(database, { ...options, config: { iamUrl, trustedOrigins: [iamUrl], returnOrigins: [iamUrl], ...options.config } });
+  const server = await listen(iam.app, port, "127.0.0.1");
+  const request = async (path: string, init: RequestInit = {}) => {
+    // undici's request sends the headers as given (fetch adds its own fetch metadata, as a script's would)
+    const answer = await undiciRequest(new URL(path, iamUrl), { method: (init.method ?? "GET") as "GET", headers: init.headers as Record<string, string>, body: init.body as string | undefined });
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(answer.headers)) for (const one of [value ?? []].flat()) headers.append(name, one);
+    const body = [204, 304].includes(answer.statusCode) ? null : Buffer.from(await answer.body.arrayBuffer());
+    return new Response(body, { status: answer.statusCode, headers });
+  };
+  const app = new Proxy(iam.app, { get: (target, name) => (name === "request" ? request : Reflect.get(target, name)) });
+  return { ...iam, app, close: () => server.close() };
 }
 
 /** Signs up a user and bootstraps the operator organization with them (owner). */

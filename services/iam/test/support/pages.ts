@@ -45,8 +45,9 @@ export class PageBrowser {
     return [...this.cookies].map(([name, value]) => `${name}=${value}`).join("; ");
   }
 
+  /** Opens a page as a browser navigates to it (the fetch metadata a browser sends with a navigation). */
   get(path: string, headers: Record<string, string> = {}): Promise<PageAnswer> {
-    return this.send(path, { method: "GET", headers });
+    return this.send(path, { method: "GET", headers: { "sec-fetch-mode": "navigate", "sec-fetch-dest": "document", ...headers } });
   }
 
   /** Posts `fields` as a form, from this site (Origin) unless `headers` say otherwise. */
