@@ -1,10 +1,9 @@
 import type { Context } from "hono";
-import { getCookie } from "hono/cookie";
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
-import { bearerToken, callerOf, guardCaller, holds, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { bearerToken, callerOf, guardCaller, holds, MAX_CREDENTIAL_LENGTH, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
 import { allowedWhileRestricted, restrictionMessage } from "./org-policy.js";
+import { sessionTokenOf } from "./session-token.js";
 
 /**
  * A session that does not meet its organization's policy may only comply (ADR 0023): anything else
@@ -16,25 +15,12 @@ export function refuseRestricted(c: Context, principal: Principal, path = c.req.
   throw new ApiError(403, "FORBIDDEN", restrictionMessage(restriction.code), { policy: restriction.code, orgId: restriction.orgId, location: restriction.location });
 }
 
-export const SESSION_COOKIES = ["__Secure-better-auth.session_token", "better-auth.session_token"];
-
 /**
- * The session token inside better-auth's session cookie (`token.signature`, HMAC-SHA256 with the
- * auth secret, base64), or null when absent or not signed by us.
+ * The session token the auth library will read from this request (session-token.ts), when the
+ * request carries one; every IAM check of a session reads it through here.
  */
-export function sessionTokenFromCookie(c: Context, secret: string): string | null {
-  for (const name of SESSION_COOKIES) {
-    const value = getCookie(c, name);
-    if (!value) continue;
-    const dot = value.lastIndexOf(".");
-    if (dot <= 0) return null;
-    const token = value.slice(0, dot);
-    const given = Buffer.from(value.slice(dot + 1), "base64");
-    const expected = createHmac("sha256", secret).update(token).digest();
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
-    return token;
-  }
-  return null;
+export function sessionTokenOfRequest(c: Context, options: Pick<SessionOptions, "secret" | "secureCookies" | "cookieOnly">) {
+  return sessionTokenOf(c.req.raw.headers, options);
 }
 
 export interface SessionCaller {
@@ -45,6 +31,8 @@ export interface SessionCaller {
 
 export interface SessionOptions {
   secret: string;
+  /** the library's session cookie is then `__Secure-` prefixed (session-token.ts) */
+  secureCookies: boolean;
   trustedOrigins: string[];
   principals: { bySessionToken(token: string): Promise<Principal | null> };
   /** org-setup accepts the session cookie only (spec §5.2) */
@@ -67,16 +55,14 @@ export async function requireSession(c: Context, options: SessionOptions): Promi
 }
 
 async function resolveSession(c: Context, options: SessionOptions): Promise<SessionCaller> {
-  const cookieToken = sessionTokenFromCookie(c, options.secret);
-  const bearer = options.cookieOnly ? null : bearerToken(c);
-  const token = cookieToken ?? bearer;
-  if (!token) throw unauthenticated(options.cookieOnly ? "Sign in first: this route needs a session cookie" : "Sign in first");
-  const principal = await options.principals.bySessionToken(token);
+  const found = sessionTokenOfRequest(c, options);
+  if (!found) throw unauthenticated(options.cookieOnly ? "Sign in first: this route needs a session cookie" : "Sign in first");
+  if (found.token.length > MAX_CREDENTIAL_LENGTH) throw unauthenticated("Your session is invalid or has expired");
+  const principal = await options.principals.bySessionToken(found.token);
   if (!principal) throw unauthenticated("Your session is invalid or has expired");
   refuseRestricted(c, principal);
-  const via = cookieToken ? "cookie" : "bearer";
-  if (via === "cookie" && !["GET", "HEAD", "OPTIONS"].includes(c.req.method)) requireTrustedOrigin(c, options.trustedOrigins);
-  return { principal, token, via };
+  if (found.via === "cookie" && !["GET", "HEAD", "OPTIONS"].includes(c.req.method)) requireTrustedOrigin(c, options.trustedOrigins);
+  return { principal, token: found.token, via: found.via };
 }
 
 export function requireTrustedOrigin(c: Context, trusted: string[]): void {
@@ -97,11 +83,12 @@ function originOf(url: string | undefined): string | undefined {
 
 /** A person (session or API key) or a service; 401 without a credential. */
 export async function requireCaller(c: Context, resolvers: CredentialResolvers, options: SessionOptions): Promise<Caller> {
-  // IAM also accepts its own session cookie wherever it accepts a bearer session
-  const cookieToken = sessionTokenFromCookie(c, options.secret);
-  if (cookieToken && !c.req.header("authorization") && !c.req.header("x-api-key")) {
-    const session = await requireSession(c, options);
-    return { kind: "principal", principal: session.principal };
+  // IAM also takes its own session cookie (without another credential), and the signed form of a
+  // bearer session the library takes (session-token.ts); a plain bearer token, an API key or a
+  // service token goes to callerOf, as in every service
+  const session = c.req.header("x-api-key") ? null : sessionTokenOfRequest(c, options);
+  if (session && (session.via === "cookie" ? !c.req.header("authorization") : session.token !== bearerToken(c))) {
+    return { kind: "principal", principal: (await requireSession(c, options)).principal };
   }
   const caller = await callerOf(c, resolvers);
   if (!caller) throw unauthenticated();

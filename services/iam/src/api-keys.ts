@@ -13,9 +13,9 @@ export type ApiKeyCheck =
 
 /**
  * API keys → principals. better-auth's plugin verifies the key against its stored hash; the key's
- * owner acts in the organization named in the key's metadata (`orgId`), else in their first
- * organization, with that membership's permissions. Answers are cached briefly under the key's
- * digest, never the key itself.
+ * owner acts in the organization the key was made for (its metadata's `orgId`, set by the policy gate
+ * when the key is made: policy-gate.ts), with that membership's permissions, and in none when it has
+ * none. Answers are cached briefly under the key's digest, never the key itself.
  */
 export class ApiKeyResolver {
   private readonly cache = new TtlCache<ApiKeyCheck>(20_000);
@@ -23,7 +23,6 @@ export class ApiKeyResolver {
   constructor(
     private readonly auth: Auth,
     private readonly principals: PrincipalResolver,
-    private readonly initialOrganization: (userId: string) => Promise<string | null>,
     private readonly limits: { limiter: RateLimiter; config: IamConfig["rateLimits"] },
   ) {}
 
@@ -61,7 +60,7 @@ export class ApiKeyResolver {
     if (!verdict.valid || !verdict.key) return { valid: false, code: verdict.error?.code ?? "INVALID_API_KEY" };
     const metadata = (verdict.key.metadata ?? {}) as { orgId?: unknown };
     const userId = verdict.key.referenceId;
-    const orgId = typeof metadata.orgId === "string" ? metadata.orgId : await this.initialOrganization(userId);
+    const orgId = typeof metadata.orgId === "string" ? metadata.orgId : null;
     const expiresAt = verdict.key.expiresAt ? new Date(verdict.key.expiresAt).toISOString() : null;
     const principal = await this.principals.forUser(userId, orgId, { apiKeyId: verdict.key.id, expiresAt });
     return principal ? { valid: true, principal } : { valid: false, code: "INVALID_API_KEY" };

@@ -1,4 +1,3 @@
-import { eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
 import { createMailer, createServiceApp, systemClock, type Clock, type HealthCheck, type Logger, type Mailer, type ServiceMetrics } from "@core/kit";
 import { basicChallenge, guardServiceCaller, requireCaller, requireSession } from "./access.js";
@@ -10,12 +9,11 @@ import { authLibraryDescription } from "./auth-description.js";
 import type { IamConfig } from "./config.js";
 import { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PrincipalResolver } from "./principals.js";
-import { revokeOAuthRefreshOfSession } from "./oauth-provider.js";
+import { SessionRevocation } from "./session-revocation.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { RegistryClient } from "./registry-client.js";
 import { ServiceTokens } from "./service-tokens.js";
 import { ApiKeyResolver } from "./api-keys.js";
-import { member, organization } from "./db/schema.js";
 import { auditRoutes } from "./routes/audit.js";
 import { auditEndpointRoutes } from "./routes/audit-endpoints.js";
 import { grantRoutes } from "./routes/grants.js";
@@ -67,22 +65,12 @@ export interface IamContext {
   registry: RegistryClient;
   rateLimiter: RateLimiter;
   deviceFlow: DeviceFlow;
+  /** ends sessions and everything made through them: the one way a session ends (session-revocation.ts) */
+  sessionRevocation: SessionRevocation;
   credentials: CredentialResolvers;
   mailer: Mailer;
   revocations: UnprovenAccessRevocations;
-  session: { secret: string; trustedOrigins: string[]; principals: PrincipalResolver };
-}
-
-/** The organization a new session starts in: the user's operator organization, else the oldest. */
-async function initialOrganization(db: Db, userId: string): Promise<string | null> {
-  const [row] = await db
-    .select({ id: organization.id })
-    .from(member)
-    .innerJoin(organization, eq(organization.id, member.organizationId))
-    .where(eq(member.userId, userId))
-    .orderBy(sql`${organization.orgType} = 'core-operator' desc`, member.createdAt)
-    .limit(1);
-  return row?.id ?? null;
+  session: { secret: string; secureCookies: boolean; trustedOrigins: string[]; principals: PrincipalResolver };
 }
 
 /** IAM's HTTP app (spec §4.2, §4.3; DESIGN §4). */
@@ -97,7 +85,8 @@ export function createApp(deps: IamDeps) {
     apiKeys.forget();
   };
   const revocations = new UnprovenAccessRevocations();
-  const deviceFlow = new DeviceFlow(db, clock, config);
+  const sessionRevocation = new SessionRevocation(db, clock, () => forgetPrincipals());
+  const deviceFlow = new DeviceFlow(db, clock, config, sessionRevocation);
   const auth = createAuth({
     db,
     logger,
@@ -106,10 +95,7 @@ export function createApp(deps: IamDeps) {
     audit,
     onPrincipalsChanged: forgetPrincipals,
     revocations,
-    onSessionRevoked: async (sessionId) => {
-      await deviceFlow.revokeRefreshOfSession(sessionId);
-      await revokeOAuthRefreshOfSession(db, sessionId, clock.now());
-    },
+    sessionRevocation,
     oauthGrants: {
       clock,
       actingOrganization: (userId, active) => principals.actingOrganization(userId, active),
@@ -117,7 +103,7 @@ export function createApp(deps: IamDeps) {
     },
   });
   const rateLimiter = new RateLimiter(db, clock);
-  const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, (userId) => initialOrganization(db, userId), { limiter: rateLimiter, config: config.rateLimits });
+  const apiKeys: ApiKeyResolver = new ApiKeyResolver(auth, principals, { limiter: rateLimiter, config: config.rateLimits });
   const serviceTokens = new ServiceTokens(auth, config.iamUrl, deps.serviceCredentials, clock);
   const credentials: CredentialResolvers = {
     session: (token) => principals.bySessionToken(token),
@@ -148,10 +134,11 @@ export function createApp(deps: IamDeps) {
     registry: new RegistryClient(config.registryUrl, serviceTokens, deps.fetch),
     rateLimiter,
     deviceFlow,
+    sessionRevocation,
     credentials,
     mailer,
     revocations,
-    session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
+    session: { secret: config.authSecret, secureCookies: config.secureCookies, trustedOrigins: config.trustedOrigins, principals },
   };
 
   // who is calling is settled before any input is validated (no credential is 401, never 400);

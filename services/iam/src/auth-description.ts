@@ -94,6 +94,12 @@ const REDIRECT_ANSWER = { type: "object", properties: { redirect: { type: "boole
 const answering = (description: string, schema: Json) => (operation: Operation) => {
   operation.responses = { ...operation.responses, "200": { description, content: { "application/json": { schema } } } };
 };
+/** A property added to (or restated in) a route's JSON request body. */
+function bodyProperty(operation: Operation, name: string, schema: Json): void {
+  const body = (operation.requestBody as { content?: { "application/json"?: { schema?: { properties?: Json } } } } | undefined)?.content?.["application/json"]?.schema;
+  if (body) body.properties = { ...body.properties, [name]: schema };
+}
+
 /** A property of the library's own 200 answer schema, restated. */
 const answerProperty = (name: string, schema: Json) => (operation: Operation) => {
   const answer = (operation.responses?.["200"] as { content?: { "application/json"?: { schema?: { properties?: Record<string, Json> } } } } | undefined)?.content?.["application/json"]?.schema;
@@ -150,7 +156,25 @@ const AMENDED: Record<string, (operation: Operation) => void> = {
   },
   "/two-factor/verify-totp": (operation) => {
     operation.description =
-      "Check a TOTP code: with the two-factor cookie of a password or magic-link sign-in it completes the sign-in; with a session it confirms enrolment. A code (or an older one) accepted before is refused with TOTP_CODE_REUSED; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED): every sign-in asks for a code";
+      "Check a TOTP code: with the two-factor cookie of a password or magic-link sign-in it completes the sign-in; with a session it confirms enrolment, which signs the other sessions out (their CLI logins and apps' refresh tokens included) unless revokeOtherSessions is false. A code (or an older one) accepted before is refused with TOTP_CODE_REUSED; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED): every sign-in asks for a code";
+    bodyProperty(operation, "revokeOtherSessions", { type: "boolean", default: true, description: "Confirming an enrolment: sign the other sessions out (the default)" });
+  },
+  // session-revocation.ts: a password change signs the others out unless asked not to
+  "/change-password": (operation) => {
+    operation.description =
+      "Change the password. The other sessions are signed out, with every CLI login and app's refresh token not made through the new session, unless revokeOtherSessions is false (the library's own default is to keep them)";
+    bodyProperty(operation, "revokeOtherSessions", { type: "boolean", default: true, description: "Sign the other sessions out (the default)" });
+  },
+  // policy-gate.ts: a key acts in one organization, named when it is made
+  "/api-key/create": (operation) => {
+    operation.description =
+      "Make an API key (shown once). It acts in the organization metadata.orgId names, by default the one the session acts in, and in that one only: refused 403 for an organization the caller is not a member of, or whose policy (two-factor, SSO) the session does not meet";
+  },
+  "/api-key/update": (operation) => {
+    operation.description = "Update one of the caller's API keys; its metadata may change, not the organization it acts in (metadata.orgId: 400)";
+  },
+  "/passkey/generate-register-options": (operation) => {
+    operation.description = "Start adding a passkey: refused 403 TWO_FACTOR_REQUIRED to a session without a second factor while one of the person's organizations requires two-factor";
   },
   "/two-factor/verify-backup-code": (operation) => {
     operation.description = "Complete a sign-in (or confirm it is you) with an unused backup code, which is spent; trustDevice: true is refused (400 TRUST_DEVICE_NOT_OFFERED)";
@@ -262,7 +286,7 @@ function describeOperation(path: string, operation: Operation): void {
   // the library's own error, or our envelope: for input the screen refuses, paths it does not serve, and refusals it sends without a body
   for (const [status, text] of [
     ["401", "No session, or a wrong password or token"],
-    ["403", "Refused: an untrusted Origin, or not allowed"],
+    ["403", "Refused: an untrusted Origin, not allowed, or held back by an organization's policy (FORBIDDEN, details { policy, orgId, location })"],
     ["404", "Not found, or a path the library does not serve"],
     ["422", "Refused by the library's rules (an email in use, a password too short)"],
     ["429", "Rate limited (with Retry-After)"],

@@ -2,9 +2,9 @@ import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ApiError, clientIpOf, errorResponse, upstreamUnavailable, withRequestId, type ErrorCode } from "@core/kit";
-import { bearerToken, MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
-import { refuseRestricted, sessionTokenFromCookie } from "./access.js";
-import { allowedWhileRestricted } from "./org-policy.js";
+import { MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
+import { sessionTokenOfRequest } from "./access.js";
+import { gateLibraryRequest } from "./policy-gate.js";
 import type { IamContext } from "./app.js";
 import { user } from "./db/schema.js";
 import { isOutage, OUTAGE_RETRY_SECONDS } from "./outage.js";
@@ -52,18 +52,20 @@ function isCookielessScript(headers: Headers): boolean {
  * id, and the user of its session (for the audit log), ride along in headers a client cannot set.
  */
 export async function callAuthLibrary(c: Context, deps: LibraryDeps, request: Request): Promise<Response> {
-  const headers = new Headers(request.headers);
+  const path = new URL(request.url).pathname.slice("/api/auth".length);
+  // the policy gate judges the request first, and may send it on with a body of its own (policy-gate.ts)
+  const gated = await gateLibraryRequest(c, deps, path, request);
+  if (gated instanceof ApiError) return withRequestId(c, errorResponse(c, gated));
+  const headers = new Headers(gated.headers);
   const requestId: string = c.get("requestId");
   // our values replace anything a client sent under these names
   headers.set(CLIENT_IP_HEADER, clientIpOf(c));
   headers.set(REQUEST_ID_HEADER, requestId);
   headers.delete(ACTOR_HEADER);
-  const restricted = await restrictedRefusal(c, deps, new URL(request.url).pathname);
-  if (restricted) return withRequestId(c, errorResponse(c, restricted));
-  const actor = isAuditedLibraryPath(new URL(request.url).pathname.slice("/api/auth".length)) ? await sessionUserOf(c, deps) : null;
+  const actor = isAuditedLibraryPath(path) ? await sessionUserOf(c, deps) : null;
   if (actor) headers.set(ACTOR_HEADER, actor);
   if (isCookielessScript(headers)) for (const name of FETCH_METADATA) headers.delete(name);
-  const response = await unverifiedRegistrationAsRefusal(deps.db, new URL(request.url).pathname, await deps.auth.handler(new Request(request, { headers })));
+  const response = await unverifiedRegistrationAsRefusal(deps.db, new URL(request.url).pathname, await deps.auth.handler(new Request(gated, { headers })));
   const revoked = deps.revocations.take(requestId);
   if (revoked) return withRequestId(c, await afterRevocation(c, deps, revoked, response));
   if (response.status === 429) return withRequestId(c, await afterRateLimit(c, deps, request, response));
@@ -98,7 +100,7 @@ const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: 
  * 500: logged with the request id, its text never shown.
  */
 async function withErrorBody(c: Context, deps: LibraryDeps, response: Response): Promise<Response> {
-  const mayBeOutage = response.status >= 500 || (response.status === 401 && (sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c)) !== null);
+  const mayBeOutage = response.status >= 500 || (response.status === 401 && sessionTokenOfRequest(c, deps.session) !== null);
   if (mayBeOutage && (await isOutage(deps.db))) {
     deps.logger.warn({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed while the database is unreachable");
     return errorResponse(c, upstreamUnavailable("The database is unavailable; try again shortly", OUTAGE_RETRY_SECONDS));
@@ -116,25 +118,11 @@ async function withErrorBody(c: Context, deps: LibraryDeps, response: Response):
   return errorResponse(c, new ApiError(response.status as ContentfulStatusCode, code, message));
 }
 
-/** A session held back by its organization's policy may use only the library routes that let it comply (ADR 0023). */
-async function restrictedRefusal(c: Context, deps: LibraryDeps, path: string): Promise<ApiError | null> {
-  const token = sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c);
-  if (!token || token.length > MAX_CREDENTIAL_LENGTH || allowedWhileRestricted(path)) return null;
-  const principal = await deps.principals.bySessionToken(token);
-  if (!principal?.restriction) return null;
-  try {
-    refuseRestricted(c, principal, path);
-    return null;
-  } catch (err) {
-    return err as ApiError;
-  }
-}
-
-/** The user of the request's session (cookie, else bearer token), for the audit log; null without one. */
+/** The user of the request's session as the library reads it (session-token.ts), for the audit log; null without one. */
 async function sessionUserOf(c: Context, deps: LibraryDeps): Promise<string | null> {
-  const token = sessionTokenFromCookie(c, deps.session.secret) ?? bearerToken(c);
-  if (!token || token.length > MAX_CREDENTIAL_LENGTH) return null;
-  return (await deps.principals.bySessionToken(token))?.userId ?? null;
+  const found = sessionTokenOfRequest(c, deps.session);
+  if (!found || found.token.length > MAX_CREDENTIAL_LENGTH) return null;
+  return (await deps.principals.bySessionToken(found.token))?.userId ?? null;
 }
 
 /** What a call of the library needs: the library, and what tells users and the audit log about it. */

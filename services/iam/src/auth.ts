@@ -14,7 +14,8 @@ import { ssoPlugin } from "./sso.js";
 import { signInMethodOf, TWO_FACTOR_PAGE, twoFactorHooks, twoFactorPlugin } from "./two-factor.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
-import { OAUTH_DISABLED_PATHS, oauthProviderPlugins, revokeOAuthRefreshOfUser, type OAuthProviderDeps } from "./oauth-provider.js";
+import { OAUTH_DISABLED_PATHS, oauthProviderPlugins, type OAuthProviderDeps } from "./oauth-provider.js";
+import type { SessionRevocation } from "./session-revocation.js";
 
 /** Header our HTTP layer sets from the socket address; clients cannot supply it (stripped first). */
 export const CLIENT_IP_HEADER = "x-core-client-ip";
@@ -37,8 +38,8 @@ export interface AuthDeps {
   onPrincipalsChanged: () => void;
   /** what the library takes from unproven accounts, noted per request (unproven-access.ts) */
   revocations: UnprovenAccessRevocations;
-  /** a session deleted before it expired: the CLI's refresh tokens issued with it must stop working */
-  onSessionRevoked: (sessionId: string) => Promise<void>;
+  /** a session the library ends (sign-out, its revoke routes, a password change or reset): what it made ends too */
+  sessionRevocation: SessionRevocation;
   /** the organization and permissions OAuth access tokens carry (oauth-provider.ts) */
   oauthGrants: Pick<OAuthProviderDeps, "actingOrganization" | "grantedPermissions" | "clock">;
 }
@@ -173,7 +174,29 @@ export function createAuth(deps: AuthDeps) {
       return { ip: headers?.get(CLIENT_IP_HEADER) ?? null, userAgent: headers?.get("user-agent") ?? null, requestId: headers?.get(REQUEST_ID_HEADER) ?? null };
     },
     codePage: (next) => `${TWO_FACTOR_PAGE}?next=${encodeURIComponent(next)}`,
+    signOutOthers: (ctx, userId, keep) => signOutOthers(ctx, userId, keep, "two_factor_enrol"),
   });
+  /**
+   * Turning two-factor on and changing the password sign the other sessions out unless asked not to
+   * (`revokeOtherSessions: false`), and with them every CLI login and MCP client's refresh token not
+   * made through the session that remains (session-revocation.ts revokeAllOf); audited.
+   */
+  const signOutOthers = async (ctx: { headers?: Headers; request?: Request }, userId: string, keep: string | null, reason: "password_change" | "two_factor_enrol") => {
+    const ended = await deps.sessionRevocation.revokeAllOf(userId, keep);
+    const headers = ctx.headers ?? ctx.request?.headers;
+    await deps.audit.record({
+      action: "session.revoke",
+      outcome: "success",
+      actorType: "user",
+      actorId: userId,
+      targetType: "user",
+      targetId: userId,
+      ip: headers?.get(CLIENT_IP_HEADER) ?? null,
+      userAgent: headers?.get("user-agent") ?? null,
+      requestId: headers?.get(REQUEST_ID_HEADER) ?? null,
+      metadata: { reason, sessions: ended.length },
+    });
+  };
   return betterAuth({
     appName: "Core",
     baseURL: config.iamUrl,
@@ -230,8 +253,9 @@ export function createAuth(deps: AuthDeps) {
       },
       onPasswordReset: async ({ user }, request) => {
         if (request) actingUser.set(request, user.id);
-        // every session ends, and so does every OAuth client's refresh token (the plugin keeps them)
-        await revokeOAuthRefreshOfUser(deps.db, user.id, new Date());
+        // every session ends, and so does every CLI login (an idle one has only its refresh token
+        // left) and every MCP client's refresh token, whatever session it came through
+        await deps.sessionRevocation.revokeAllOf(user.id);
         await deps.mailer.send(passwordChangedMail(config.iamUrl, user.email));
       },
     },
@@ -311,12 +335,17 @@ export function createAuth(deps: AuthDeps) {
         delete: {
           before: async (deleted, ctx) => {
             if (ctx?.path === "/sign-out" && ctx.request) actingUser.set(ctx.request, deleted.userId);
+            // the library revoking an unproven account's sessions; not the link's own session, which the
+            // second step withholds until the code is given (two-factor.ts)
             const requestId = ctx?.path === "/magic-link/verify" ? ctx.request?.headers.get(REQUEST_ID_HEADER) : null;
-            if (requestId) deps.revocations.noteSession(requestId, deleted.userId);
+            if (requestId && deleted.id !== ctx?.context.newSession?.session.id) deps.revocations.noteSession(requestId, deleted.userId);
           },
           // after the library's transaction commits; an expired session's clean-up revokes nothing
-          after: async (deleted) => {
-            if (new Date(deleted.expiresAt).getTime() > Date.now()) await deps.onSessionRevoked(deleted.id);
+          after: async (deleted, ctx) => {
+            if (new Date(deleted.expiresAt).getTime() <= Date.now()) return;
+            const replacement = replacementOf(ctx, deleted);
+            if (replacement) await deps.sessionRevocation.handOver(deleted.id, replacement);
+            else await deps.sessionRevocation.revoke([deleted.id]);
           },
         },
       },
@@ -331,14 +360,29 @@ export function createAuth(deps: AuthDeps) {
       },
     },
     hooks: {
-      before: createAuthMiddleware(async (ctx) => twoFactorSteps.before(ctx)),
+      before: createAuthMiddleware(async (ctx) => {
+        await twoFactorSteps.before(ctx);
+        // a password change signs the others out unless the request says not to (the library's default is to keep them)
+        const body = ctx.body as { revokeOtherSessions?: unknown } | undefined;
+        if (ctx.path === "/change-password" && body && typeof body === "object" && body.revokeOtherSessions === undefined) {
+          return { context: { body: { ...body, revokeOtherSessions: true } } };
+        }
+      }),
       after: createAuthMiddleware(async (ctx) => {
         if (CHANGES_PRINCIPALS.test(ctx.path)) deps.onPrincipalsChanged();
+        if (ctx.path === "/change-password" && !isAPIError(ctx.context.returned) && (ctx.body as { revokeOtherSessions?: unknown } | undefined)?.revokeOtherSessions === true) {
+          const kept = ctx.context.newSession;
+          if (kept) await signOutOthers(ctx, kept.user.id, kept.session.id, "password_change");
+        }
         // a magic link held at the second step is a redirect thrown by the hook: audited first, then thrown on
         const replaced = await twoFactorSteps.after(ctx).catch((held: unknown) => {
           if (!isAPIError(held)) throw held;
           return { held };
         });
+        // the library signed an unproven account's sessions out: its CLI logins and apps' tokens end too,
+        // idle ones included (session-revocation.ts revokeAllOf), all but the session the link made
+        const unproven = ctx.path === "/magic-link/verify" ? deps.revocations.peek((ctx.headers ?? ctx.request?.headers)?.get(REQUEST_ID_HEADER) ?? "") : null;
+        if (unproven) await deps.sessionRevocation.revokeAllOf(unproven, ctx.context.newSession?.session.id ?? null);
         if (ctx.path === "/list-sessions" && Array.isArray(ctx.context.returned)) {
           const current = (ctx.context.session as { session?: { id: string } } | null)?.session?.id;
           return ctx.json(withoutTokens(ctx.context.returned, current));
@@ -466,6 +510,21 @@ export function createAuth(deps: AuthDeps) {
 }
 
 export type Auth = ReturnType<typeof createAuth>;
+
+/** The two-factor routes that replace the caller's session with a new one (the plugin's token rotation). */
+const REPLACING_PATHS = ["/two-factor/verify-totp", "/two-factor/verify-backup-code", "/two-factor/enable", "/two-factor/disable"];
+
+/**
+ * The id of the session the library made in place of `deleted` during this request: a two-factor
+ * route rotating the caller's own session (the new one is made before the old is deleted). Null for
+ * any other deletion, which ends the session (session-revocation.ts).
+ */
+function replacementOf(ctx: { path?: string; context: { session?: unknown; newSession?: { session: { id: string; userId: string } } | null } } | null | undefined, deleted: { id: string; userId: string }): string | null {
+  if (!ctx?.path || !REPLACING_PATHS.includes(ctx.path)) return null;
+  const current = (ctx.context.session as { session?: { id: string } } | null | undefined)?.session?.id;
+  const made = ctx.context.newSession?.session;
+  return current === deleted.id && made && made.userId === deleted.userId && made.id !== deleted.id ? made.id : null;
+}
 
 /** Whether a session is a CLI access token: one issued together with a refresh token (device-flow.ts). */
 async function issuedWithRefreshToken(db: Db, sessionId: string): Promise<boolean> {

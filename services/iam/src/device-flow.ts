@@ -4,6 +4,8 @@ import { newId, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
 import { deviceCodes, member, refreshTokens, session, user } from "./db/schema.js";
 import { authStyleId } from "./organizations.js";
+import type { SessionRevocation } from "./session-revocation.js";
+import { deviceSignInMethod } from "./two-factor.js";
 
 /** The only client of the device flow (spec §4.3, §5.6). */
 export const CLI_CLIENT_ID = "core-cli";
@@ -68,6 +70,13 @@ export interface TokenAnswer {
 
 export type DeviceRequest = typeof deviceCodes.$inferSelect;
 
+/** What a CLI login carries from the session that approved it, to every session of its family. */
+interface LoginStrength {
+  madeBySessionId: string | null;
+  signInMethod: string | null;
+  ssoProviderId: string | null;
+}
+
 /**
  * The device authorization grant (RFC 8628) and refresh token rotation (RFC 6749 §6, RFC 9700
  * §4.14) for the `core` CLI. Access tokens are IAM sessions, so every service accepts them.
@@ -77,6 +86,7 @@ export class DeviceFlow {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly times: DeviceFlowTimes,
+    private readonly revocation: SessionRevocation,
   ) {}
 
   /** RFC 8628 §3.1-3.2: a new device code and user code. */
@@ -121,14 +131,26 @@ export class DeviceFlow {
     return row;
   }
 
-  /** The user approves (or denies) the request; false when the code is unknown, used or expired. */
-  async decide(userCodeInput: string, userId: string, approve: boolean): Promise<DeviceRequest | null> {
+  /**
+   * The user approves (or denies) the request with one of their sessions; null when the code is
+   * unknown, used or expired. The login is made with the approving session's strength, read from
+   * that session in the same statement, and never gains more (docs/vault/cross-cutting/security.md).
+   */
+  async decide(userCodeInput: string, approver: { userId: string; sessionId: string }, approve: boolean): Promise<DeviceRequest | null> {
     const userCode = normalizeUserCode(userCodeInput);
     if (!userCode) return null;
     const now = this.clock.now();
+    const approving = and(eq(session.id, approver.sessionId), eq(session.userId, approver.userId));
     const [row] = await this.db
       .update(deviceCodes)
-      .set({ status: approve ? "approved" : "denied", userId, decidedAt: now })
+      .set({
+        status: approve ? "approved" : "denied",
+        userId: approver.userId,
+        decidedAt: now,
+        approvedBySessionId: approver.sessionId,
+        approvedSignInMethod: sql`(select ${session.signInMethod} from ${session} where ${approving})`,
+        approvedSsoProviderId: sql`(select ${session.ssoProviderId} from ${session} where ${approving})`,
+      })
       .where(and(eq(deviceCodes.userCode, userCode), eq(deviceCodes.status, "pending"), sql`${deviceCodes.expiresAt} > ${now.toISOString()}`))
       .returning();
     return row ?? null;
@@ -167,7 +189,8 @@ export class DeviceFlow {
       .where(and(eq(deviceCodes.id, row.id), eq(deviceCodes.status, "approved")))
       .returning();
     if (!consumed?.userId) throw new OAuthError("invalid_grant", "Unknown or already used device code");
-    return { tokens: await this.issue(consumed.userId, newId("fam"), requester), userId: consumed.userId };
+    const strength = { madeBySessionId: consumed.approvedBySessionId, signInMethod: consumed.approvedSignInMethod, ssoProviderId: consumed.approvedSsoProviderId };
+    return { tokens: await this.issue(consumed.userId, newId("fam"), strength, requester), userId: consumed.userId };
   }
 
   /**
@@ -195,12 +218,14 @@ export class DeviceFlow {
       return { outcome: "reused" as const, userId: row.userId, familyId: row.familyId };
     }
     const organizationId = await this.chosenOrganization(row.sessionId, row.userId);
-    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, requester, organizationId) };
+    // the family keeps the strength it was approved with, however often it is refreshed
+    const strength = { madeBySessionId: row.madeBySessionId, signInMethod: row.signInMethod, ssoProviderId: row.ssoProviderId };
+    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, strength, requester, organizationId) };
   }
 
   /**
    * RFC 7009: a refresh token revokes its family and the sessions issued with it; an access token
-   * ends its session. Unknown tokens are not an error.
+   * ends its session (and so its family). Unknown tokens are not an error.
    */
   async revoke(token: string): Promise<{ kind: "refresh" | "access"; userId: string } | null> {
     const [row] = await this.db.select().from(refreshTokens).where(eq(refreshTokens.tokenHash, digest(token)));
@@ -208,31 +233,16 @@ export class DeviceFlow {
       await this.revokeFamily(row.familyId);
       return { kind: "refresh", userId: row.userId };
     }
-    const [ended] = await this.db.delete(session).where(eq(session.token, token)).returning({ userId: session.userId });
-    return ended ? { kind: "access", userId: ended.userId } : null;
+    const [access] = await this.db.select({ id: session.id, userId: session.userId }).from(session).where(eq(session.token, token));
+    if (!access) return null;
+    await this.revocation.revoke([access.id]);
+    return { kind: "access", userId: access.userId };
   }
 
-  /**
-   * A session ended before its time (signed out, revoked, a password reset): the refresh tokens
-   * issued with it stop working too, or the CLI would quietly mint itself a new session.
-   */
-  async revokeRefreshOfSession(sessionId: string): Promise<void> {
-    const families = this.db.select({ familyId: refreshTokens.familyId }).from(refreshTokens).where(eq(refreshTokens.sessionId, sessionId));
-    await this.db
-      .update(refreshTokens)
-      .set({ revokedAt: this.clock.now() })
-      .where(and(inArray(refreshTokens.familyId, families), isNull(refreshTokens.revokedAt)));
-  }
-
+  /** A family whose spent token came back (or that RFC 7009 revokes): its sessions end, with what they made. */
   private async revokeFamily(familyId: string) {
-    const now = this.clock.now();
-    const family = await this.db
-      .update(refreshTokens)
-      .set({ revokedAt: now })
-      .where(eq(refreshTokens.familyId, familyId))
-      .returning({ sessionId: refreshTokens.sessionId });
-    const sessionIds = family.map((f) => f.sessionId);
-    if (sessionIds.length > 0) await this.db.delete(session).where(inArray(session.id, sessionIds));
+    const family = await this.db.select({ sessionId: refreshTokens.sessionId }).from(refreshTokens).where(eq(refreshTokens.familyId, familyId));
+    await this.revocation.revoke(family.map((f) => f.sessionId));
   }
 
   /**
@@ -248,7 +258,7 @@ export class DeviceFlow {
     return row?.organizationId ?? null;
   }
 
-  private async issue(userId: string, familyId: string, requester: { ip: string | null; userAgent: string | null }, activeOrganizationId: string | null = null): Promise<TokenAnswer> {
+  private async issue(userId: string, familyId: string, strength: LoginStrength, requester: { ip: string | null; userAgent: string | null }, activeOrganizationId: string | null = null): Promise<TokenAnswer> {
     const now = this.clock.now();
     const accessToken = authStyleId();
     const refreshToken = randomBytes(32).toString("base64url");
@@ -266,8 +276,9 @@ export class DeviceFlow {
         ipAddress: requester.ip,
         userAgent: requester.userAgent?.slice(0, 256) ?? CLI_CLIENT_ID,
         activeOrganizationId,
-        // approved in a browser whose session met the second factor if the user has one (two-factor.ts)
-        signInMethod: "device",
+        // as strong as the session that approved the login, never more (two-factor.ts meetsTwoFactor)
+        signInMethod: deviceSignInMethod(strength.signInMethod),
+        ssoProviderId: strength.ssoProviderId,
       });
       await tx.insert(refreshTokens).values({
         id: newId("rft"),
@@ -278,6 +289,7 @@ export class DeviceFlow {
         sessionId,
         expiresAt: new Date(now.getTime() + this.times.refreshTokenSeconds * 1000),
         createdAt: now,
+        ...strength,
       });
     });
     return { access_token: accessToken, token_type: "bearer", expires_in: this.times.accessTokenSeconds, refresh_token: refreshToken };

@@ -2,12 +2,11 @@ import { randomUUID } from "node:crypto";
 import { oauthProvider, type OAuthProviderExtension } from "@better-auth/oauth-provider";
 import type { BetterAuthPlugin } from "better-auth";
 import { createAuthMiddleware } from "better-auth/api";
-import { and, eq, isNull } from "drizzle-orm";
 import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
 import { clientMetadataDiscovery, type ClientMetadataDeps } from "./client-metadata.js";
 import type { IamConfig } from "./config.js";
-import { oauthRefreshToken, oauthResource } from "./db/schema.js";
+import { oauthResource } from "./db/schema.js";
 
 /**
  * IAM as the OAuth 2.1 authorization server of MCP clients (issue 29, ADR 0028), through the auth
@@ -233,24 +232,4 @@ export function oauthProviderPlugins(deps: OAuthProviderDeps) {
       rateLimit: { register: { window: config.rateLimits.windowSeconds, max: config.rateLimits.clientRegistration } },
     }),
   ] as const;
-}
-
-/**
- * Revokes the OAuth refresh tokens issued through a session that is ending (sign-out, revocation):
- * the plugin keeps them alive, only unlinking the session. Run before the session row is deleted
- * (its foreign key then clears the link).
- */
-export async function revokeOAuthRefreshOfSession(db: Db, sessionId: string, at: Date): Promise<void> {
-  await db
-    .update(oauthRefreshToken)
-    .set({ revoked: at })
-    .where(and(eq(oauthRefreshToken.sessionId, sessionId), isNull(oauthRefreshToken.revoked)));
-}
-
-/** Revokes every OAuth refresh token of a user (a password reset signs everything out). */
-export async function revokeOAuthRefreshOfUser(db: Db, userId: string, at: Date): Promise<void> {
-  await db
-    .update(oauthRefreshToken)
-    .set({ revoked: at })
-    .where(and(eq(oauthRefreshToken.userId, userId), isNull(oauthRefreshToken.revoked)));
 }

@@ -58,14 +58,21 @@ export interface SessionFacts {
 }
 
 /** What a session lacks under its organization's policy, or null when it meets it. */
-export async function unmetPolicy(db: Db, policy: OrgPolicy, orgId: string, session: SessionFacts): Promise<"TWO_FACTOR_REQUIRED" | "SSO_REQUIRED" | null> {
+export async function unmetPolicy(db: Db, policy: OrgPolicy, orgId: string, session: SessionFacts): Promise<PolicyCode | null> {
   if (policy.requireSso && !(session.ssoProviderId && (await ssoProviderOf(db, session.ssoProviderId, orgId)))) return "SSO_REQUIRED";
   if (policy.requireTwoFactor && !meetsTwoFactor(session.signInMethod, session.twoFactorEnabled)) return "TWO_FACTOR_REQUIRED";
   return null;
 }
 
+export type PolicyCode = "TWO_FACTOR_REQUIRED" | "SSO_REQUIRED";
+
+/** What an organization's policy holds against a session: what is missing, and the IAM page that resolves it. */
+export type Restriction = NonNullable<Principal["restriction"]>;
+
+export const restrictionOf = (code: PolicyCode, orgId: string, slug: string): Restriction => ({ code, orgId, location: code === "SSO_REQUIRED" ? ssoSignInAddress(slug) : ENROL_PAGE });
+
 /** The principal of a session that does not meet its organization's policy: acting nowhere, until it complies. */
-export function restricted(principal: Principal, code: "TWO_FACTOR_REQUIRED" | "SSO_REQUIRED", orgId: string, slug: string): Principal {
+export function restricted(principal: Principal, code: PolicyCode, orgId: string, slug: string): Principal {
   return {
     ...principal,
     orgId: null,
@@ -74,7 +81,7 @@ export function restricted(principal: Principal, code: "TWO_FACTOR_REQUIRED" | "
     platformStatus: null,
     role: null,
     permissions: [],
-    restriction: { code, orgId, location: code === "SSO_REQUIRED" ? ssoSignInAddress(slug) : ENROL_PAGE },
+    restriction: restrictionOf(code, orgId, slug),
   };
 }
 
@@ -92,7 +99,7 @@ export function allowedWhileRestricted(path: string): boolean {
 }
 
 /** A sentence for the refusal of a restricted session. */
-export const restrictionMessage = (code: "TWO_FACTOR_REQUIRED" | "SSO_REQUIRED") =>
+export const restrictionMessage = (code: PolicyCode) =>
   code === "TWO_FACTOR_REQUIRED"
     ? "Your organization requires two-factor authentication: set it up, or sign in again with your code"
     : "Your organization requires signing in through its single sign-on provider";

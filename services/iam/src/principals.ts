@@ -4,7 +4,8 @@ import { unixSeconds, type Clock } from "@core/kit";
 import { ReadBatcher, rowsOf, type Db } from "@core/storage";
 import { IAM_POSITIVE_TTL_MS, NEGATIVE_TTL_MS, TtlCache, type Principal } from "@core/service-auth";
 import { effectivePermissions, effectiveRole, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
-import { restricted, unmetPolicy, type OrgPolicy } from "./org-policy.js";
+import { restricted, restrictionOf, unmetPolicy, type OrgPolicy, type Restriction } from "./org-policy.js";
+import { meetsTwoFactor } from "./two-factor.js";
 
 /** What a user's membership in one organization contributes to a principal. */
 interface Membership {
@@ -127,20 +128,55 @@ export class PrincipalResolver {
         })
       : null;
     // a session that does not meet its organization's policy acts nowhere until it does (org-policy.ts)
-    if (principal && row && membership && (membership.policy.requireTwoFactor || membership.policy.requireSso)) {
-      const unmet = await unmetPolicy(this.db, membership.policy, membership.orgId, { signInMethod: row.signInMethod, ssoProviderId: row.ssoProviderId, twoFactorEnabled: row.twoFactorEnabled === true });
-      if (unmet) principal = restricted(principal, unmet, membership.orgId, membership.slug);
-    }
+    const unmet = principal && row && membership ? await this.unmet(membership, row) : null;
+    if (principal && unmet && membership) principal = restricted(principal, unmet, membership.orgId, membership.slug);
     this.principals.set(token, principal, principal ? this.ttl.positiveMs : this.ttl.negativeMs);
     return principal;
   }
 
-  /** The principal of a user acting in one organization (API keys carry their organization). */
-  async forUser(userId: string, orgId: string | null, extra: { apiKeyId: string; expiresAt: string | null }): Promise<Principal | null> {
+  /**
+   * How the session of `token` stands in `orgId`, for the policy gate (policy-gate.ts): null when it
+   * is no live session; `member: false` when its user is not a member there; else the restriction
+   * that organization's policy puts on this session (null when it meets it).
+   */
+  async standingIn(token: string, orgId: string): Promise<{ userId: string; member: boolean; restriction: Restriction | null } | null> {
+    const row = await this.sessions.load(token);
+    if (!row) return null;
+    const membership = await this.membership(row.userId, orgId);
+    if (!membership) return { userId: row.userId, member: false, restriction: null };
+    const unmet = await this.unmet(membership, row);
+    return { userId: row.userId, member: true, restriction: unmet ? restrictionOf(unmet, membership.orgId, membership.slug) : null };
+  }
+
+  /**
+   * The first of the user's organizations whose two-factor requirement the session of `token` does
+   * not meet, as a restriction; null when it meets all of them (or none asks). A passkey counts as two
+   * factors wherever its person signs in with it, so registering one is judged against all of them.
+   */
+  async twoFactorStanding(token: string): Promise<Restriction | null> {
+    const row = await this.sessions.load(token);
+    if (!row || meetsTwoFactor(row.signInMethod, row.twoFactorEnabled === true)) return null;
     const result = await this.db.execute(sql`
-      select u.email, coalesce(${orgId}::text, ${defaultOrganization(sql`u.id`)}) as org_id
-        from iam."user" u where u.id = ${userId}`);
-    const row = rowsOf<{ email: string; org_id: string | null }>(result)[0];
+      select o.id, o.slug from iam.member m
+        join iam.organization o on o.id = m.organization_id
+        join iam.org_policies op on op.org_id = o.id and op.require_two_factor
+       where m.user_id = ${row.userId} order by m.created_at limit 1`);
+    const strict = rowsOf<{ id: string; slug: string }>(result)[0];
+    return strict ? restrictionOf("TWO_FACTOR_REQUIRED", strict.id, strict.slug) : null;
+  }
+
+  /** What `membership`'s policy finds missing in the session `row`, or null. */
+  private async unmet(membership: Membership, row: SessionRow) {
+    if (!membership.policy.requireTwoFactor && !membership.policy.requireSso) return null;
+    return unmetPolicy(this.db, membership.policy, membership.orgId, { signInMethod: row.signInMethod, ssoProviderId: row.ssoProviderId, twoFactorEnabled: row.twoFactorEnabled === true });
+  }
+
+  /**
+   * The principal of an API key's user acting in the organization the key was made for (api-keys.ts),
+   * or in none: a key never follows its user's default organization.
+   */
+  async forUser(userId: string, orgId: string | null, extra: { apiKeyId: string; expiresAt: string | null }): Promise<Principal | null> {
+    const [row] = await this.db.select({ email: user.email }).from(user).where(eq(user.id, userId));
     if (!row) return null;
     return this.build({
       type: "apikey",
@@ -149,7 +185,7 @@ export class PrincipalResolver {
       sessionId: null,
       apiKeyId: extra.apiKeyId,
       expiresAt: extra.expiresAt,
-      membership: row.org_id ? await this.membership(userId, row.org_id) : null,
+      membership: orgId ? await this.membership(userId, orgId) : null,
     });
   }
 

@@ -147,7 +147,13 @@ const refusal = (code: string, message: string) => new APIError("UNAUTHORIZED", 
  * on gives no session but the plugin's challenge, and the browser goes to the code page; a
  * confirmed enrolment is audited as `auth.two_factor.enable`.
  */
-export function twoFactorHooks(deps: TwoFactorHookDeps & { codePage: (next: string) => string }) {
+export function twoFactorHooks(
+  deps: TwoFactorHookDeps & {
+    codePage: (next: string) => string;
+    /** ends the user's sessions but `keep`, with what they made (session-revocation.ts) */
+    signOutOthers: (ctx: HookContext, userId: string, keep: string | null) => Promise<void>;
+  },
+) {
   /** requests confirming an enrolment (a session whose user has two-factor off yet), by user */
   const enrolling = new WeakMap<object, string>();
   const before = async (ctx: HookContext): Promise<void> => {
@@ -191,6 +197,11 @@ export function twoFactorHooks(deps: TwoFactorHookDeps & { codePage: (next: stri
       // an enrolment's confirmation: the plugin took the code, two-factor is on from now
       if (!userId || isAPIError(returned)) return undefined;
       await deps.audit.record({ action: "auth.two_factor.enable", outcome: "success", actorType: "user", actorId: userId, ...deps.headersOf(ctx), metadata: { method: "totp" } });
+      // sessions that gave no code do not become stronger by it: the others are signed out unless
+      // the request says `revokeOtherSessions: false` (docs/vault/cross-cutting/security.md)
+      if ((ctx.body as { revokeOtherSessions?: unknown } | undefined)?.revokeOtherSessions !== false) {
+        await deps.signOutOthers(ctx, userId, ctx.context.newSession?.session.id ?? null);
+      }
       // the plugin replaced the session (its cookie carries the new one) but answers the old, deleted
       // token: a bearer client would be signed out by its own enrolment
       const replacement = ctx.context.newSession?.session.token;
@@ -218,8 +229,20 @@ export function twoFactorHooks(deps: TwoFactorHookDeps & { codePage: (next: stri
   return { before, after };
 }
 
-/** Kinds of sign-in a session records (`session.sign_in_method`). */
-export type SignInMethod = "password" | "magic_link" | "passkey" | "sso" | "device" | `${"password" | "magic_link"}+${"totp" | "backup_code"}`;
+/**
+ * Kinds of sign-in a session records (`session.sign_in_method`). A CLI login's sessions record the
+ * sign-in of the session that approved it, `device:<method>` (device-flow.ts); `device` alone is a
+ * login approved before that was recorded, and counts as no second factor.
+ */
+export type SignInMethod = "password" | "magic_link" | "passkey" | "sso" | `${"password" | "magic_link"}+${"totp" | "backup_code"}`;
+
+const DEVICE_PREFIX = "device:";
+
+/** The sign-in a session stands on: a CLI login's is the approving session's. */
+const standingMethod = (method: string | null) => (method?.startsWith(DEVICE_PREFIX) ? method.slice(DEVICE_PREFIX.length) : method);
+
+/** What the sessions of a CLI login record: the approving session's sign-in, never more. */
+export const deviceSignInMethod = (approvedWith: string | null) => `${DEVICE_PREFIX}${standingMethod(approvedWith) ?? "unknown"}`;
 
 /**
  * How a session about to be created was made, from the library path that creates it; undefined
@@ -270,6 +293,12 @@ export async function signInMethodOf(
   return undefined;
 }
 
-/** Whether a session's method completed a second factor (with two-factor on), or is a passkey. */
-export const meetsTwoFactor = (method: string | null, twoFactorEnabled: boolean) =>
-  method === "passkey" || (twoFactorEnabled && method !== null && (/\+(totp|backup_code)$/.test(method) || method === "device"));
+/**
+ * Whether a session's sign-in completed a second factor (with two-factor still on), or was a passkey.
+ * Only how the session itself (or the session that approved a CLI login) signed in counts: turning
+ * two-factor on later upgrades no session that gave no code (docs/vault/cross-cutting/security.md).
+ */
+export function meetsTwoFactor(method: string | null, twoFactorEnabled: boolean): boolean {
+  const standing = standingMethod(method);
+  return standing === "passkey" || (twoFactorEnabled && standing !== null && /\+(totp|backup_code)$/.test(standing));
+}

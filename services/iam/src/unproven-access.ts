@@ -42,6 +42,11 @@ export class UnprovenAccessRevocations {
     this.entry(requestId, userId).sessions++;
   }
 
+  /** Whose access was revoked during the request (so far), without taking it; null when nobody's. */
+  peek(requestId: string): string | null {
+    return this.pending.get(requestId)?.userId ?? null;
+  }
+
   /** What was revoked during the request, once; null when nothing was. */
   take(requestId: string): RevokedAccess | null {
     const entry = this.pending.get(requestId) ?? null;

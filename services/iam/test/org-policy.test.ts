@@ -3,7 +3,8 @@ import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, createApiKey, iamWithOperator, joinOrg, PASSWORD, serviceToken, sessionCookieOf, signIn, tenantOrg, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
-import { base32Bytes, clearOfStepBoundary, secretOfUri, totp } from "./support/totp.js";
+import { base32Bytes, clearOfStepBoundary, totp } from "./support/totp.js";
+import { enrolTwoFactor } from "./support/two-factor.js";
 import { pollToken, startDeviceLogin } from "./support/device.js";
 
 /**
@@ -20,16 +21,8 @@ describe.each(testDatabases())("organization policy on $name", ({ open }) => {
   beforeAll(async () => ({ database, iam, op, service } = await iamWithOperator(open)));
   afterAll(() => database?.close());
 
-  /** Turns two-factor on for `person` with their bearer session; answers the replacing session's token and the secret. */
-  async function enrol(person: SignedUp) {
-    const enable = await call(iam, "POST", "/api/auth/two-factor/enable", { token: person.token, body: { password: PASSWORD } });
-    expect(enable.status).toBe(200);
-    const secret = secretOfUri(enable.body.totpURI);
-    await clearOfStepBoundary();
-    const confirmed = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { token: person.token, body: { code: totp(secret, -1) } });
-    expect(confirmed.status).toBe(200);
-    return { ...person, token: confirmed.body.token as string, cookie: sessionCookieOf(confirmed), secret };
-  }
+  /** Turns two-factor on for `person`; their other sessions stay (the tests go on using them). */
+  const enrol = (person: SignedUp) => enrolTwoFactor(iam, person, { revokeOtherSessions: false });
 
   const setPolicy = (by: { token: string }, orgId: string, policy: { requireTwoFactor: boolean; requireSso: boolean }) =>
     call(iam, "PUT", `/api/core/organizations/${orgId}/policy`, { token: by.token, body: policy });

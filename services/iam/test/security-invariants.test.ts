@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, iamOverHttp, joinOrg, operator, serviceToken, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { enrolTwoFactor, setOrgPolicy, signedToken } from "./support/two-factor.js";
@@ -244,6 +245,54 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
       const member = await joinOrg(iam, strict.orgId, strict.owner, "admin");
       const read = await call(iam, "GET", "/api/auth/organization/list-members", { token: signedToken(member) });
       expect(read.status, JSON.stringify(read.body).slice(0, 200)).toBe(403);
+    });
+  });
+
+  describe("the same classes, beyond the review's findings", () => {
+    /** The CLI login's access session lapses (an idle CLI keeps only its refresh token). */
+    const idle = (accessToken: string) => database.db.execute(sql`update iam.session set expires_at = now() - interval '1 minute' where token = ${accessToken}`);
+
+    it("signing the other sessions out ends a CLI login whose access token has lapsed", async () => {
+      const person = await signUp(iam, uniqueEmail("idle"));
+      const cli = await cliLoginApprovedBy(await signIn(iam, person));
+      await idle(cli.access_token);
+      const browser = new PageBrowser(iam, person.cookie);
+      const page = await browser.get("/account");
+      expect((await browser.post("/account/sessions/revoke-others", hiddenFields(page.html, "/account/sessions/revoke-others"))).status).toBe(303);
+      expect((await refresh(iam, cli.refresh_token)).body.error).toBe("invalid_grant");
+    });
+
+    it("a password reset ends every CLI login and every app's refresh token, idle ones included", async () => {
+      const person = await signUp(iam, uniqueEmail("reset"));
+      const cli = await cliLoginApprovedBy(await signIn(iam, person));
+      await idle(cli.access_token);
+      const app = await oauthRefreshTokenOf(await signIn(iam, person));
+      expect((await call(iam, "POST", "/api/auth/request-password-reset", { body: { email: person.email, redirectTo: "/reset-password" } })).status).toBe(200);
+      const token = new URL(/https?:\/\/\S+/.exec(iam.mailer.sent.filter((m) => m.to === person.email).at(-1)!.text)![0]).searchParams.get("token")!;
+      expect((await call(iam, "POST", "/api/auth/reset-password", { body: { token, newPassword: "a-new-horse-battery" } })).status).toBe(200);
+      expect((await refresh(iam, cli.refresh_token)).body.error).toBe("invalid_grant");
+      expect((await refreshGrant(iam, app.clientId, app.refreshToken)).body.error).toBe("invalid_grant");
+    });
+
+    it("an API key cannot be moved to another organization by an update", async () => {
+      const { free, strict, person } = await memberOfBoth();
+      const made = await call(iam, "POST", "/api/auth/api-key/create", { token: person.token, body: { name: "pinned" } });
+      expect(made.status).toBe(200);
+      const moved = await call(iam, "POST", "/api/auth/api-key/update", { token: person.token, body: { keyId: made.body.id, metadata: { orgId: strict.orgId } } });
+      expect(moved.status).toBe(400);
+      const renamed = await call(iam, "POST", "/api/auth/api-key/update", { token: person.token, body: { keyId: made.body.id, metadata: { purpose: "ci" } } });
+      expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+      expect((await validateKey(made.body.key)).body.principal.orgId).toBe(free.orgId);
+    });
+
+    it("an organization named by its slug, or by an invitation of its own, is judged as one named by id", async () => {
+      const { strict, person } = await memberOfBoth();
+      const bySlug = await call(iam, "GET", `/api/auth/organization/get-full-organization?organizationSlug=${strict.slug}`, { token: person.token });
+      expect(bySlug.status).toBe(403);
+      const invited = await call(iam, "POST", `/api/core/organizations/${strict.orgId}/invitations`, { token: strict.owner.token, body: { email: uniqueEmail("guest"), role: "member" } });
+      const cancel = await call(iam, "POST", "/api/auth/organization/cancel-invitation", { token: person.token, body: { invitationId: invited.body.id } });
+      expect(cancel.status).toBe(403);
+      expect(cancel.body.error.details).toMatchObject({ policy: "TWO_FACTOR_REQUIRED", orgId: strict.orgId });
     });
   });
 

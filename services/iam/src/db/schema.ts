@@ -556,6 +556,11 @@ export const deviceCodes = iam.table(
     expiresAt: ts("expires_at").notNull(),
     createdAt: ts("created_at").notNull(),
     decidedAt: ts("decided_at"),
+    // the session that approved the login, and how it signed in: the login is made with that
+    // strength and never more (docs/vault/cross-cutting/security.md)
+    approvedBySessionId: text("approved_by_session_id"),
+    approvedSignInMethod: text("approved_sign_in_method"),
+    approvedSsoProviderId: text("approved_sso_provider_id"),
   },
   (t) => [
     uniqueIndex("device_codes_pending_user_code").on(t.userCode).where(sql`${t.status} = 'pending'`),
@@ -583,9 +588,19 @@ export const refreshTokens = iam.table(
     createdAt: ts("created_at").notNull(),
     usedAt: ts("used_at"),
     revokedAt: ts("revoked_at"),
+    /** the browser session that approved the login: ending it ends the whole family (session-revocation.ts) */
+    madeBySessionId: text("made_by_session_id"),
+    /** how the approving session signed in, carried to every session of the family (two-factor.ts meetsTwoFactor) */
+    signInMethod: text("sign_in_method"),
+    ssoProviderId: text("sso_provider_id"),
   },
-  // by session: a session's deletion revokes its families, and the library's refresh keeps a CLI token's expiry
-  (t) => [index("refresh_tokens_family_idx").on(t.familyId), index("refresh_tokens_session_idx").on(t.sessionId)],
+  // by session: a session's deletion revokes its families (the ones issued with it and the ones it
+  // approved), and the library's refresh keeps a CLI token's expiry
+  (t) => [
+    index("refresh_tokens_family_idx").on(t.familyId),
+    index("refresh_tokens_session_idx").on(t.sessionId),
+    index("refresh_tokens_made_by_session_idx").on(t.madeBySessionId),
+  ],
 );
 
 /**

@@ -4,7 +4,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { ApiError, unauthenticated, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
-import { SESSION_COOKIES, sessionTokenFromCookie } from "../access.js";
+import { sessionCookieName } from "../session-token.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { account, user } from "../db/schema.js";
@@ -13,9 +13,9 @@ import { membershipsOf, type Membership } from "../organizations.js";
 import { REVOKED_NOTICE_COOKIE } from "../unproven-access.js";
 import { rolesOf } from "../permissions.js";
 import { ProfileInput, updateProfile } from "../routes/profile.js";
-import { activeSessions, revokeSession } from "../routes/sessions.js";
+import { activeSessions, revokeOtherSessions, revokeSession } from "../routes/sessions.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
-import { libraryRefusal, page, pageSession, redirectWithCookies, render, sessionForm, signInAddress } from "./page.js";
+import { cookieSessionToken, libraryRefusal, page, pageSession, redirectWithCookies, render, sessionForm, signInAddress } from "./page.js";
 import { PASSKEY_NOTICES, passkeyAccountRoutes, passkeysOf, PasskeysSection, type PasskeyItem } from "./passkeys.js";
 import { TwoFactorSummary } from "./two-factor.js";
 
@@ -416,7 +416,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
     "/",
     page(ctx, async (c) => {
       // asked without taking the page's one-time notice: the page this sends to shows it
-      const token = sessionTokenFromCookie(c, ctx.session.secret);
+      const token = cookieSessionToken(c, ctx);
       const principal = token ? await ctx.principals.bySessionToken(token) : null;
       if (!principal) return c.redirect("/sign-in", 302);
       // a notice about the account (a magic link took its password) is read where the password is set
@@ -459,13 +459,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
     "/account/sessions/revoke-others",
     page(ctx, async (c) => {
       const { caller } = await sessionForm(c, ctx);
-      for (const other of await activeSessions(ctx, caller.principal)) {
-        if (other.current) continue;
-        // each one as a single revoke would: its CLI refresh tokens stop too, and the audit log names it
-        await revokeSession(c, ctx, caller.principal, other.id).catch((err) => {
-          if (!(err instanceof ApiError && err.status === 404)) throw err;
-        });
-      }
+      await revokeOtherSessions(c, ctx, caller.principal);
       return c.redirect("/account?revoked=others", 303);
     }),
   );
@@ -525,7 +519,7 @@ export function accountPages(app: ServiceApp, ctx: IamContext) {
       }
       if (id !== caller.principal.sessionId) return c.redirect("/account?revoked=session", 303);
       // this browser's own session: it is signed out now
-      for (const name of SESSION_COOKIES) deleteCookie(c, name, { path: "/", secure: name.startsWith("__Secure-") });
+      deleteCookie(c, sessionCookieName(ctx.config.secureCookies), { path: "/", secure: ctx.config.secureCookies });
       return c.redirect("/sign-in?signed_out=1", 303);
     }),
   );

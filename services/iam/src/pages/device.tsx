@@ -139,7 +139,7 @@ export function devicePages(app: ServiceApp, ctx: IamContext) {
       }
       let decided: DeviceRequest;
       try {
-        decided = await decideDeviceLogin(c, ctx, caller.principal.userId, entered, decision === "approve");
+        decided = await decideDeviceLogin(c, ctx, caller.principal, entered, decision === "approve");
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return render(c, <CodeNotFoundPage viewer={viewer} value={entered} />, 404);
         return pageFailure(c, ctx, err, viewer);

@@ -5,7 +5,7 @@ import { callAuthLibraryAs } from "../auth-library.js";
 import { oauthClient, organization } from "../db/schema.js";
 import { CLIENT_METADATA_DISCOVERY } from "../client-metadata.js";
 import { CONSENT_PAGE, SCOPE_WORDS } from "../oauth-provider.js";
-import { CsrfField, Layout, MessagePage, type Viewer } from "./layout.js";
+import { Alert, CsrfField, Layout, MessagePage, type Viewer } from "./layout.js";
 import { page, pageSession, render, sessionForm, signInAddress } from "./page.js";
 
 /** The signed authorization request the plugin sends to the consent page is at most this long. */
@@ -20,6 +20,8 @@ export interface ConsentRequest {
   redirectHost: string;
   scopes: string[];
   organization: string | null;
+  /** why the client will not be able to read the vault though it asks to (no organization, or no vault:read there), else null */
+  unreadable: "no-organization" | "no-permission" | null;
   /** the signed query, posted back to the plugin as it came */
   signedQuery: string;
 }
@@ -44,13 +46,23 @@ export function ConsentPage(props: { viewer: Viewer; request: ConsentRequest }) 
           <dt>Acts in</dt>
           <dd id="consent-organization">{request.organization ?? "no organization (you are not a member of any)"}</dd>
         </dl>
+        {request.unreadable && (
+          <Alert kind="error" id="consent-unreadable">
+            {request.unreadable === "no-organization"
+              ? "This app will not be able to read the vault: you are not a member of any organization, and the vault is read on behalf of one. Join or set up an organization first, then connect the app again."
+              : `This app will not be able to read the vault: your role in ${request.organization} does not include reading it (vault:read). Ask an owner of ${request.organization} for it, or switch to another organization on your account page first.`}
+          </Alert>
+        )}
         <p>It will be able to:</p>
         <ul id="consent-scopes">
           {request.scopes.map((scope) => (
             <li>{SCOPE_WORDS[scope] ?? scope}</li>
           ))}
         </ul>
-        <p>Allow only if you started this from an app you trust. You can end its access by signing out of this browser's session or changing your password.</p>
+        <p>
+          Allow only if you started this from an app you trust. Its access ends when this browser's session ends: when you sign out here, revoke this session on your account page, or change your password or
+          turn on two-factor authentication and sign your other sessions out (both do so unless you untick it).
+        </p>
         <form method="post" action={CONSENT_PAGE} class="actions">
           <CsrfField token={props.viewer.csrf} />
           <input type="hidden" name="oauth_query" value={request.signedQuery} />
@@ -114,6 +126,7 @@ export function oauthConsentPages(app: ServiceApp, ctx: IamContext) {
         redirectHost: hostOf(redirectUri),
         scopes: (query.get("scope") ?? "").split(" ").filter(Boolean),
         organization: org?.name ?? null,
+        unreadable: !(query.get("scope") ?? "").split(" ").includes("vault:read") ? null : !orgId ? "no-organization" : session.principal.permissions.includes("vault:read") ? null : "no-permission",
         signedQuery,
       };
       const answer = await render(c, <ConsentPage viewer={session.viewer} request={request} />);

@@ -4,7 +4,7 @@ import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { ApiError, forbidden, loggableError } from "@core/kit";
 import type { Principal } from "@core/service-auth";
-import { requireSession, requireTrustedOrigin, sessionTokenFromCookie, type SessionCaller } from "../access.js";
+import { requireSession, requireTrustedOrigin, sessionTokenOfRequest, type SessionCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { browserBinding, CSRF_FIELD, csrfToken, csrfTokenMatches, type CsrfBinding } from "./csrf.js";
 import { MessagePage, type Viewer } from "./layout.js";
@@ -48,15 +48,18 @@ function takeNotice(c: Context, secure: boolean): string | null {
   return NOTICES[key] ?? null;
 }
 
+/** The session token of the browser's session cookie (the pages take no other form), as the library reads it. */
+export const cookieSessionToken = (c: Context, ctx: IamContext): string | null => sessionTokenOfRequest(c, { ...ctx.session, cookieOnly: true })?.token ?? null;
+
 /** Whether the browser is signed in (the session cookie only): for pages that send a signed-in user elsewhere. */
 export async function isSignedIn(c: Context, ctx: IamContext): Promise<boolean> {
-  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  const token = cookieSessionToken(c, ctx);
   return token !== null && (await ctx.principals.bySessionToken(token)) !== null;
 }
 
 /** A GET page's signed-in user (from the session cookie only) with what the page shows them, or null. */
 export async function pageSession(c: Context, ctx: IamContext): Promise<{ principal: Principal; token: string; viewer: Viewer } | null> {
-  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  const token = cookieSessionToken(c, ctx);
   const principal = token ? await ctx.principals.bySessionToken(token) : null;
   if (!token || !principal) return null;
   const viewer = { email: principal.email ?? "", csrf: csrfToken(ctx.session.secret, { kind: "session", value: token }), notice: takeNotice(c, ctx.config.secureCookies) };
@@ -98,8 +101,11 @@ async function formOf(c: Context): Promise<Form> {
 }
 
 /**
- * Where to go after signing in: a path on this site only (no `//host`, no backslashes, no control
- * characters, no encoded slashes that a later decode turns into another host), else null.
+ * Where to go after signing in: a path on this site only, else null. The address is judged as the
+ * browser will follow it, after it is resolved: dot segments (`/.//host`, `/a/..//host`, `%2e`) can
+ * turn a path into a scheme-relative `//host`, so the resolved path may not start with `//`. Before
+ * that, no backslashes, no control characters, and no encoded slashes a later decode turns into
+ * another host (docs/vault/cross-cutting/security.md, "Addresses we send a browser to").
  */
 export function safeNext(value: string | undefined | null, returnOrigins: readonly string[] = []): string | null {
   if (value && /^https?:\/\//i.test(value)) return trustedReturn(value, returnOrigins);
@@ -109,7 +115,8 @@ export function safeNext(value: string | undefined | null, returnOrigins: readon
   if (/%(2f|5c)/i.test(path)) return null;
   try {
     const url = new URL(value, "http://core.invalid");
-    return url.origin === "http://core.invalid" ? url.pathname + url.search + url.hash : null;
+    const resolved = url.pathname + url.search + url.hash;
+    return url.origin === "http://core.invalid" && !resolved.startsWith("//") ? resolved : null;
   } catch {
     return null;
   }
@@ -230,7 +237,7 @@ export const page =
 /** Where a GET page sends a session that does not meet its organization's policy, or null. */
 async function policyDetour(c: Context, ctx: IamContext): Promise<string | null> {
   if (c.req.method !== "GET" || allowedWhileRestricted(c.req.path)) return null;
-  const token = sessionTokenFromCookie(c, ctx.session.secret);
+  const token = cookieSessionToken(c, ctx);
   const restriction = token ? (await ctx.principals.bySessionToken(token))?.restriction : undefined;
   if (!restriction) return null;
   if (restriction.code === "TWO_FACTOR_REQUIRED") return restriction.location;

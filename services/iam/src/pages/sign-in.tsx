@@ -1,6 +1,5 @@
 import type { Context } from "hono";
 import type { ServiceApp } from "@core/kit";
-import { sessionTokenFromCookie } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibraryAs } from "../auth-library.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
@@ -8,7 +7,7 @@ import { TWO_FACTOR_PAGE } from "../two-factor.js";
 import { authorizeAfterSignIn } from "../oauth-provider.js";
 import { Alert, CsrfField, Field, Layout, MessagePage } from "./layout.js";
 import { PasskeySignIn } from "./passkeys.js";
-import { browserForm, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
+import { browserForm, cookieSessionToken, isSignedIn, libraryCallback, libraryRefusal, page, redirectWithCookies, render, safeNext, sessionForm } from "./page.js";
 
 type Notice = { kind: "error" | "success" | "info"; text: string } | null;
 
@@ -220,7 +219,7 @@ export function signInPages(app: ServiceApp, ctx: IamContext) {
   app.post(
     "/sign-out",
     page(ctx, async (c) => {
-      const token = sessionTokenFromCookie(c, ctx.session.secret);
+      const token = cookieSessionToken(c, ctx);
       // nothing to end: the browser is signed out already
       if (!token || !(await ctx.principals.bySessionToken(token))) return c.redirect("/sign-in", 303);
       await sessionForm(c, ctx);

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { clientIpOf, ErrorEnvelopeSchema, errorResponses, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { CLI_CLIENT_ID, DEVICE_CODE_GRANT, displayUserCode, OAuthError } from "../device-flow.js";
@@ -328,7 +329,7 @@ export function oauthRoutes(app: ServiceApp, ctx: IamContext) {
       }),
       async (c) => {
         const { principal } = await requireSession(c, ctx.session);
-        await decideDeviceLogin(c, ctx, principal.userId, c.req.valid("json").user_code, approve);
+        await decideDeviceLogin(c, ctx, principal, c.req.valid("json").user_code, approve);
         return c.json({ ok: true as const }, 200);
       },
     );
@@ -356,11 +357,14 @@ export async function findDeviceLogin(ctx: IamContext, userId: string, userCode:
 }
 
 /**
- * Approves or denies a device login for a signed-in user — the JSON routes and the activation page
- * share it. Wrong codes count toward the user's limit (429).
+ * Approves or denies a device login with a signed-in session — the JSON routes and the activation
+ * page share it. The login is made with that session's strength (device-flow.ts). Wrong codes count
+ * toward the user's limit (429).
  */
-export async function decideDeviceLogin(c: Context, ctx: IamContext, userId: string, userCode: string, approve: boolean) {
-  const decided = await countingWrongCodes(ctx, userId, () => ctx.deviceFlow.decide(userCode, userId, approve));
+export async function decideDeviceLogin(c: Context, ctx: IamContext, approver: Principal, userCode: string, approve: boolean) {
+  const userId = approver.userId;
+  const approving = { userId, sessionId: approver.sessionId ?? "" };
+  const decided = await countingWrongCodes(ctx, userId, () => ctx.deviceFlow.decide(userCode, approving, approve));
   const actor = actorOf(c, null);
   if (!decided) {
     await ctx.audit.record({ action: approve ? "device.approve" : "device.deny", outcome: "failure", ...actor, actorType: "user", actorId: userId, metadata: { reason: "unknown, used or expired code" } });

@@ -135,15 +135,13 @@ export async function activeSessions(ctx: IamContext, principal: Principal) {
   }));
 }
 
-/** Ends one of the caller's sessions at once (404 for anyone else's), audited. */
+/**
+ * Ends one of the caller's sessions at once (404 for anyone else's), with everything made through
+ * it (session-revocation.ts), audited.
+ */
 export async function revokeSession(c: Context, ctx: IamContext, principal: Principal, id: string) {
-  const deleted = await ctx.db
-    .delete(session)
-    .where(and(eq(session.id, id), eq(session.userId, principal.userId)))
-    .returning({ id: session.id });
-  if (deleted.length === 0) throw notFound("No such session of yours");
-  await ctx.deviceFlow.revokeRefreshOfSession(id);
-  ctx.forgetPrincipals();
+  const ended = await ctx.sessionRevocation.revokeOwn(principal.userId, id);
+  if (!ended) throw notFound("No such session of yours");
   await ctx.audit.record({
     action: "session.revoke",
     outcome: "success",
@@ -151,5 +149,23 @@ export async function revokeSession(c: Context, ctx: IamContext, principal: Prin
     orgId: principal.orgId,
     targetType: "session",
     targetId: id,
+    metadata: { sessions: ended.length },
+  });
+}
+
+/**
+ * "Sign out my other sessions": every session of the caller's but this one ends, with every CLI
+ * login and MCP client's refresh token not made through this one, idle ones included; audited.
+ */
+export async function revokeOtherSessions(c: Context, ctx: IamContext, principal: Principal) {
+  const ended = await ctx.sessionRevocation.revokeAllOf(principal.userId, principal.sessionId);
+  await ctx.audit.record({
+    action: "session.revoke",
+    outcome: "success",
+    ...actorOf(c, { kind: "principal", principal }),
+    orgId: principal.orgId,
+    targetType: "user",
+    targetId: principal.userId,
+    metadata: { reason: "others", sessions: ended.length },
   });
 }
