@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { createIam, PASSWORD, signUp, uniqueEmail, type Iam } from "./support/harness.js";
+import { call, createIam, PASSWORD, signIn, signUp, uniqueEmail, type Iam } from "./support/harness.js";
 import { PageBrowser, textOf } from "./support/pages.js";
 import { base32Bytes, clearOfStepBoundary, totp } from "./support/totp.js";
 import { startDeviceLogin } from "./support/device.js";
@@ -45,6 +45,19 @@ describe.each(testDatabases())("two-factor pages on $name", ({ open }) => {
     const again = await ada.browser.get("/account/two-factor");
     expect(textOf(again.html)).toContain("Turn two-factor off");
     expect(again.html).not.toContain(ada.codes[0]);
+  });
+
+  it("offers to sign the other sessions out when enrolling, ticked; ticked, the others end", async () => {
+    const ada = await signUp(iam, uniqueEmail("pages-others"));
+    const other = await signIn(iam, ada);
+    const browser = new PageBrowser(iam, ada.cookie);
+    const shown = await browser.submit("/account/two-factor", "/account/two-factor/enable", { password: PASSWORD });
+    expect(shown.html).toMatch(/<input type="checkbox" name="signOutOthers" value="yes" checked=""\/>/);
+    await clearOfStepBoundary();
+    const confirmed = await browser.post("/account/two-factor/confirm", { csrf: /name="csrf" value="([^"]+)"/.exec(shown.html)![1]!, code: totp(secretOnPage(shown.html), -1), signOutOthers: "yes" });
+    expect(confirmed.status).toBe(200);
+    expect((await call(iam, "GET", "/api/core/session", { token: other.token })).status).toBe(401);
+    expect((await browser.get("/account")).status).toBe(200);
   });
 
   it("signs in with the password, then asks for the code before any session", async () => {

@@ -182,7 +182,7 @@ function AccountPage(props: { view: AccountView; messages?: AccountMessages }) {
             <Field name="password" label="New password" type="password" autocomplete="new-password" minlength={PASSWORD.min} maxlength={PASSWORD.max} hint={`At least ${PASSWORD.min} characters.`} />
             <div class="field">
               <label>
-                <input type="checkbox" name="signOutOthers" value="yes" checked /> Sign out my other sessions (command-line logins included)
+                <input type="checkbox" name="signOutOthers" value="yes" checked /> Sign out my other sessions (command-line logins and connected apps included)
               </label>
             </div>
             <button type="submit">Change password</button>

@@ -99,6 +99,11 @@ function ManagePage(props: ManageProps) {
           <form method="post" action={`${TWO_FACTOR_ACCOUNT_PAGE}/confirm`}>
             <CsrfField token={viewer.csrf} />
             <Field name="code" label="Code from your app" autocomplete="one-time-code" maxlength={6} extra={{ inputmode: "numeric" }} autofocus describedBy={props.error ? "two-factor-error" : null} />
+            <div class="field">
+              <label>
+                <input type="checkbox" name="signOutOthers" value="yes" checked /> Sign out my other sessions (command-line logins and connected apps included): they signed in without a code
+              </label>
+            </div>
             <button type="submit">Turn on two-factor</button>
           </form>
         </section>
@@ -260,7 +265,7 @@ export function twoFactorPages(app: ServiceApp, ctx: IamContext) {
     page(ctx, async (c) => {
       const { caller, form, viewer } = await sessionForm(c, ctx);
       const code = (form.code ?? "").replace(/\s/g, "");
-      const answer = await callAuthLibraryAs(c, ctx, "POST", "/two-factor/verify-totp", { code });
+      const answer = await callAuthLibraryAs(c, ctx, "POST", "/two-factor/verify-totp", { code, revokeOtherSessions: form.signOutOthers === "yes" });
       if (!answer.ok) {
         const error = `${await codeRefusal(c, answer)} If the app has no Core entry yet, start again.`;
         return render(c, <ManagePage viewer={viewer} enabled={await enabledOf(caller.principal.userId)} error={error} />, statusOf(answer));
