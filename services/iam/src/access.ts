@@ -2,9 +2,9 @@ import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
-import { bearerToken, callerOf, guardCaller, holds, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { bearerToken, callerOf, guardCaller, holds, policyRefusal, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
-import { allowedWhileRestricted, restrictionMessage } from "./org-policy.js";
+import { allowedWhileRestricted } from "./org-policy.js";
 
 /**
  * A session that does not meet its organization's policy may only comply (ADR 0023): anything else
@@ -13,7 +13,7 @@ import { allowedWhileRestricted, restrictionMessage } from "./org-policy.js";
 export function refuseRestricted(c: Context, principal: Principal, path = c.req.path): void {
   const restriction = principal.restriction;
   if (!restriction || allowedWhileRestricted(path)) return;
-  throw new ApiError(403, "FORBIDDEN", restrictionMessage(restriction.code), { policy: restriction.code, orgId: restriction.orgId, location: restriction.location });
+  throw policyRefusal(restriction);
 }
 
 export const SESSION_COOKIES = ["__Secure-better-auth.session_token", "better-auth.session_token"];
