@@ -77,16 +77,30 @@ export const failures = {
    * A service (the stack registry, billing) answered with its error envelope (spec §2.3): the code,
    * the message, the failing fields of a VALIDATION_ERROR, what to do next and the request id.
    */
-  refused: (action: string, refusal: Refusal, hint: string | null) =>
-    new CliFailure(
+  refused: (action: string, refusal: Refusal, hint: string | null) => {
+    // a refusal by the organization's policy has one thing to do, whatever the command
+    const hold = policyHoldOf(refusal.details);
+    return new CliFailure(
       refusal.code,
       [
         `${action} failed: ${refusal.code}${refusal.message ? `: ${refusal.message}` : ""} (HTTP ${refusal.status})`,
         ...detailLines(refusal.details),
-        ...(hint ? [hint] : []),
+        ...(hold ? [policyStep(hold)] : hint ? [hint] : []),
         ...(refusal.requestId ? [`Request id: ${refusal.requestId}`] : []),
       ].join("\n"),
       { status: refusal.status, requestId: refusal.requestId, details: refusal.details },
+    );
+  },
+
+  /**
+   * IAM holds the login back: it does not meet its organization's policy (IAM's own routes, whoami
+   * among them, answer it 403). `message` is IAM's; `hold` what the policy asks and where.
+   */
+  heldBack: (iamUrl: string, source: string, message: string, hold: PolicyHold, nothingStored = false) =>
+    new CliFailure(
+      "FORBIDDEN",
+      [`IAM at ${iamUrl} holds ${source} back: ${message}.`, policyStep(hold), ...(nothingStored ? ["Nothing was stored."] : [])].join("\n"),
+      { status: 403, details: hold },
     ),
 
   // the stack registry (spec §4.5)
@@ -148,3 +162,29 @@ function detailLines(details: unknown): string[] {
       : `  - ${JSON.stringify(d)}`,
   );
 }
+
+/** What an organization's policy asks of a held-back login (docs/vault/concepts/second-factors-and-policy.md): the policy, and the IAM page to open. */
+export interface PolicyHold {
+  policy: string;
+  location: string;
+}
+
+/**
+ * The policy in a refusal's details (`{ policy, orgId, location }`, the refusal every service gives
+ * a held-back session), or null. IAM's own refusals name the page as a path on IAM: `iamUrl` makes
+ * it an address to open; the other services give the address already.
+ */
+export function policyHoldOf(details: unknown, iamUrl?: string): PolicyHold | null {
+  if (!details || typeof details !== "object") return null;
+  const { policy, location } = details as { policy?: unknown; location?: unknown };
+  if (typeof policy !== "string" || typeof location !== "string") return null;
+  try {
+    return { policy, location: new URL(location, iamUrl).href };
+  } catch {
+    return null;
+  }
+}
+
+/** The one step out of a policy's hold: the page, then a new login (the held-back login never meets the policy later). */
+export const policyStep = (hold: PolicyHold) =>
+  `Open ${hold.location} to ${hold.policy === "SSO_REQUIRED" ? "sign in through your organization's single sign-on" : "set it up"}, then log in again: core login`;

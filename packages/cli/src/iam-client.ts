@@ -1,4 +1,5 @@
 import { AUDIENCE } from "./credentials.js";
+import { policyHoldOf, type PolicyHold } from "./failures.js";
 import { callService, postForm, Unreachable, type Answer, type Reply } from "./http.js";
 
 export const CLIENT_ID = AUDIENCE;
@@ -77,6 +78,17 @@ export class IamClient {
       return { identity: { email: body.email, platformId: String(body.platformId ?? ""), role: String(body.role ?? ""), expiresAt: String(body.expiresAt ?? "") } };
     }
     return { status: answer.status, code: String(body?.error?.code ?? `HTTP ${answer.status}`), message: String(body?.error?.message ?? "") };
+  }
+
+  /**
+   * What holds a session back, if anything (ADR 0023): `GET /api/core/session`, one of the routes
+   * IAM answers such a session, names the policy and its page. Null when nothing does or IAM does
+   * not say. Throws `Unreachable`.
+   */
+  async policyHoldOf(token: string): Promise<PolicyHold | null> {
+    const reply = await this.json<{ principal?: { restriction?: { code?: unknown; location?: unknown } } }>("GET", "/api/core/session", undefined, token);
+    const restriction = "ok" in reply ? reply.ok.principal?.restriction : undefined;
+    return restriction ? policyHoldOf({ policy: restriction.code, location: restriction.location }, this.iamUrl) : null;
   }
 
   /** A JSON route of IAM's own (`GET /api/core/memberships`, the library's set-active) with the credential. */

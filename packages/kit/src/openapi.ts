@@ -10,7 +10,10 @@ export const ErrorEnvelopeSchema = z
       code: z.string().openapi({ example: "VALIDATION_ERROR" }),
       message: z.string(),
       requestId: z.string(),
-      details: z.unknown().nullable().optional(),
+      details: z.unknown().nullable().optional().openapi({
+        description:
+          "null unless there is more to say: the failing fields of a VALIDATION_ERROR; for a FORBIDDEN caused by an organization's policy { policy: TWO_FACTOR_REQUIRED | SSO_REQUIRED, orgId, location } (docs/vault/cross-cutting/errors.md)",
+      }),
     }),
   })
   .openapi("ErrorEnvelope");
@@ -18,7 +21,7 @@ export const ErrorEnvelopeSchema = z
 const STATUS_TEXT: Record<number, string> = {
   400: "Invalid input (VALIDATION_ERROR with the failing fields in details, or BAD_REQUEST)",
   401: "No credential, or an invalid one (UNAUTHENTICATED)",
-  403: "The caller may not do this (FORBIDDEN, PLATFORM_SUSPENDED)",
+  403: "The caller may not do this (FORBIDDEN, PLATFORM_SUSPENDED). A session held back by its organization's two-factor or SSO policy gets FORBIDDEN with details { policy, orgId, location }: location is the IAM page where the person complies",
   404: "Not found (NOT_FOUND)",
   409: "Conflicts with the current state",
   413: "Request body too large (PAYLOAD_TOO_LARGE)",

@@ -97,7 +97,7 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
     try {
       const answer = (await response.json()) as { valid?: unknown; principal?: unknown };
       if (answer.valid === false) return null;
-      if (answer.valid === true) return PrincipalSchema.parse(answer.principal);
+      if (answer.valid === true) return withAbsoluteLocation(PrincipalSchema.parse(answer.principal), iamUrl);
     } catch {
       // falls through: an answer outside the contract is IAM's failure, not ours (502, never 500)
     }
@@ -139,6 +139,17 @@ export function remoteResolvers(options: RemoteResolverOptions): CredentialResol
       serviceToken: () => undefined,
     },
   };
+}
+
+/**
+ * A held-back principal's `restriction.location` is a path on IAM as IAM answers it; here, where
+ * the refusal is another service's, it becomes IAM's absolute address, so a client or page can send
+ * the person there (docs/vault/cross-cutting/service-auth.md#Policy refusals).
+ */
+function withAbsoluteLocation(principal: Principal, iamUrl: string): Principal {
+  const restriction = principal.restriction;
+  if (!restriction) return principal;
+  return { ...principal, restriction: { ...restriction, location: new URL(restriction.location, `${iamUrl}/`).href } };
 }
 
 export async function verifyServiceToken(

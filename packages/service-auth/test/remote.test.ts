@@ -200,6 +200,22 @@ describe("session tokens and API keys", () => {
     expect(decodeJwt(bearer)).toMatchObject({ sub: SERVICE, aud: "iam", iss: iam.url });
   });
 
+  it.each([
+    ["two-factor", { code: "TWO_FACTOR_REQUIRED" as const, location: "/account/two-factor?required=1" }, "/account/two-factor?required=1"],
+    ["single sign-on", { code: "SSO_REQUIRED" as const, location: "/sign-in/sso?organization=acme&next=%2Faccount" }, "/sign-in/sso?organization=acme&next=%2Faccount"],
+  ])("keeps the restriction of a session held back by a %s policy, its page an absolute IAM address, from the cache too", async (_, given, path) => {
+    const { resolvers } = resolversAt();
+    const token = fresh("held-back");
+    const who = principal({ orgId: null, orgType: null, platformId: null, platformStatus: null, role: null, permissions: [], restriction: { ...given, orgId: "org_policy" } });
+    iam.sessions.set(token, who);
+    const expected = { ...who, restriction: { code: given.code, orgId: "org_policy", location: `${iam.url}${path}` } };
+    expect(await resolvers.session(token)).toEqual(expected);
+    const asked = iam.calls["POST /api/validate-session"];
+    expect(await resolvers.session(token)).toEqual(expected);
+    expect(iam.calls["POST /api/validate-session"]).toBe(asked);
+    expect(resolvers.known!.session(token)).toEqual(expected);
+  });
+
   it("resolves an API key through IAM", async () => {
     const { resolvers } = resolversAt();
     const key = fresh("key");

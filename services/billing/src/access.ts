@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import { ApiError, badRequest, fetchTraced, forbidden, notFound, requestIdOf, serviceUnavailable, serviceUnreachable, traceOf, tracingFor, type TraceSource } from "@core/kit";
-import { activeOrganizationHint, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
+import { ApiError, badRequest, fetchTraced, notFound, requestIdOf, serviceUnavailable, serviceUnreachable, traceOf, tracingFor, type TraceSource } from "@core/kit";
+import { activeOrganizationHint, forbiddenFor, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
 import type { Engine } from "./engine.js";
 import { auditOperatorAction } from "./operator.js";
 
@@ -128,9 +128,9 @@ export async function platformScope(
   }
   const principal = caller.kind === "principal" ? caller.principal : null;
   const own = principal?.platformId;
-  if (!principal || !own) throw forbidden(principal ? `Your active organization has no platform to bill. ${activeOrganizationHint(principal)}` : "Your organization has no platform to bill");
+  if (!principal || !own) throw forbiddenFor(principal, principal ? `Your active organization has no platform to bill. ${activeOrganizationHint(principal)}` : "Your organization has no platform to bill");
   if (named !== undefined && named !== own) throw notFound(`No platform ${named}`);
-  if (!holds(principal, permission, { platformId: own })) throw forbidden(`You need ${permission} on this platform`);
+  if (!holds(principal, permission, { platformId: own })) throw forbiddenFor(principal, `You need ${permission} on this platform`);
   return { caller, platformId: own };
 }
 
@@ -156,7 +156,7 @@ export async function resourceScope(
 export async function requireOperator(c: Context, credentials: CredentialResolvers): Promise<Caller> {
   const caller = await requireCaller(c, credentials);
   if (platformWide(caller, "billing:operate")) return caller;
-  throw forbidden("This route is for operators (billing:operate) and services");
+  throw forbiddenFor(caller, "This route is for operators (billing:operate) and services");
 }
 
 /** The caller as the audit and idempotency records name it. */

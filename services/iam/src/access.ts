@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { ApiError, clientIpOf, forbidden, requestIdOf, unauthenticated } from "@core/kit";
-import { bearerToken, callerOf, guardCaller, holds, MAX_CREDENTIAL_LENGTH, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { bearerToken, callerOf, guardCaller, holds, MAX_CREDENTIAL_LENGTH, policyRefusal, settledCallerOf, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 import type { AuditInput } from "./audit.js";
-import { allowedWhileRestricted, restrictionMessage } from "./org-policy.js";
+import { allowedWhileRestricted } from "./org-policy.js";
 import { sessionTokenOf } from "./session-token.js";
 
 /**
@@ -12,7 +12,7 @@ import { sessionTokenOf } from "./session-token.js";
 export function refuseRestricted(c: Context, principal: Principal, path = c.req.path): void {
   const restriction = principal.restriction;
   if (!restriction || allowedWhileRestricted(path)) return;
-  throw new ApiError(403, "FORBIDDEN", restrictionMessage(restriction.code), { policy: restriction.code, orgId: restriction.orgId, location: restriction.location });
+  throw policyRefusal(restriction);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { and, desc, eq, gt, sql } from "drizzle-orm";
 import type { Db } from "@core/storage";
 import { invitation, organization, user } from "./db/schema.js";
+import { invitationStatus } from "./invitations.js";
 
 /** An invitation as its pages show it: to what, from whom, with which role, and where it stands. */
 export interface InvitationView {
@@ -40,14 +41,15 @@ interface Row {
 }
 
 function viewOf(row: Row, now: Date): InvitationView {
-  const known = ["pending", "accepted", "rejected", "canceled"] as const;
-  const status = known.find((s) => s === row.status) ?? "canceled";
+  const known = ["pending", "accepted", "rejected", "canceled", "expired"] as const;
+  // the library leaves a lapsed invitation pending; to a person it has expired
+  const shown = invitationStatus(row, now);
+  const status = known.find((s) => s === shown) ?? "canceled";
   return {
     id: row.id,
     email: row.email,
     role: row.role ?? "member",
-    // the library leaves a lapsed invitation pending; to a person it has expired
-    status: status === "pending" && row.expiresAt <= now ? "expired" : status,
+    status,
     expiresAt: row.expiresAt,
     organization: { id: row.orgId, name: row.orgName, slug: row.orgSlug },
     inviter: { name: row.inviterName, email: row.inviterEmail },

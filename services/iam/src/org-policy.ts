@@ -98,8 +98,5 @@ export function allowedWhileRestricted(path: string): boolean {
   );
 }
 
-/** A sentence for the refusal of a restricted session. */
-export const restrictionMessage = (code: PolicyCode) =>
-  code === "TWO_FACTOR_REQUIRED"
-    ? "Your organization requires two-factor authentication: set it up, or sign in again with your code"
-    : "Your organization requires signing in through its single sign-on provider";
+/** A sentence for the refusal of a restricted session: the one every service gives (`@core/service-auth`). */
+export { policyMessage as restrictionMessage } from "@core/service-auth";

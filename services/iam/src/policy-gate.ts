@@ -1,11 +1,11 @@
 import { and, eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { ApiError, forbidden } from "@core/kit";
-import { MAX_CREDENTIAL_LENGTH, type Principal } from "@core/service-auth";
+import { MAX_CREDENTIAL_LENGTH, policyRefusal, type Principal } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { sessionTokenOfRequest, type SessionOptions } from "./access.js";
 import { apikey, invitation, organization } from "./db/schema.js";
-import { allowedWhileRestricted, restrictionMessage, type Restriction } from "./org-policy.js";
+import { allowedWhileRestricted } from "./org-policy.js";
 import type { PrincipalResolver } from "./principals.js";
 
 /**
@@ -30,10 +30,6 @@ export interface PolicyGateDeps {
   principals: PrincipalResolver;
   session: Pick<SessionOptions, "secret" | "secureCookies">;
 }
-
-/** The refusal of a session that a policy holds back: 403 naming the policy and the page that resolves it. */
-export const policyRefusal = (restriction: Restriction) =>
-  new ApiError(403, "FORBIDDEN", restrictionMessage(restriction.code), { policy: restriction.code, orgId: restriction.orgId, location: restriction.location });
 
 const PASSKEY_REGISTRATION = ["/passkey/generate-register-options", "/passkey/verify-registration"];
 

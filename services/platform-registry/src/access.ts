@@ -1,6 +1,5 @@
 import type { Context } from "hono";
-import { forbidden } from "@core/kit";
-import { activeOrganizationHint, holds, isOperator, requireCaller, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
+import { activeOrganizationHint, forbiddenFor, holds, isOperator, requireCaller, type Caller, type CredentialResolvers, type Principal } from "@core/service-auth";
 
 /**
  * Operators holding `platforms:manage` administer every platform (DESIGN §4: an operator-only
@@ -24,7 +23,7 @@ export async function authorizePlatform(
   if (!holds(caller.principal, permission, { platformId })) {
     // acting in another organization is the usual reason a person is refused their own platform
     const elsewhere = caller.principal.platformId !== platformId ? ` ${activeOrganizationHint(caller.principal)}` : "";
-    throw forbidden(`You need ${permission} on platform ${platformId}.${elsewhere}`);
+    throw forbiddenFor(caller, `You need ${permission} on platform ${platformId}.${elsewhere}`);
   }
   return caller;
 }
@@ -33,7 +32,7 @@ export async function authorizePlatform(
 export async function authorizePlatformAdmin(c: Context, credentials: CredentialResolvers): Promise<Caller> {
   const caller = await requireCaller(c, credentials);
   if (caller.kind === "service" || managesPlatforms(caller.principal)) return caller;
-  throw forbidden("Only operators may manage platforms");
+  throw forbiddenFor(caller, "Only operators may manage platforms");
 }
 
 /** Sees every platform: services, and operators with platform:read or platforms:manage. */

@@ -1,6 +1,5 @@
 import type { Context } from "hono";
-import { forbidden } from "@core/kit";
-import { holds, isOperator, requireCaller, type Caller, type CredentialResolvers } from "@core/service-auth";
+import { forbiddenFor, holds, isOperator, requireCaller, type Caller, type CredentialResolvers } from "@core/service-auth";
 
 /**
  * Who may change the catalogue (issue 4, DESIGN §4): services with service tokens, and operators
@@ -11,5 +10,5 @@ export async function authorizePublisher(c: Context, credentials: CredentialReso
   const caller = await requireCaller(c, credentials);
   if (caller.kind === "service") return caller;
   if (isOperator(caller.principal) && holds(caller.principal, "stacks:publish")) return caller;
-  throw forbidden("Only operators with stacks:publish may change stack templates and versions");
+  throw forbiddenFor(caller, "Only operators with stacks:publish may change stack templates and versions");
 }

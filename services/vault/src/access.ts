@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import type { OAuthProtectedResourceMetadata } from "@modelcontextprotocol/sdk/shared/auth.js";
 import { ApiError, serviceUnreachable, systemClock, type Clock } from "@core/kit";
-import { bearerOf, callerOf, CLOCK_SKEW_SECONDS, isJwt, type CredentialResolvers } from "@core/service-auth";
+import { bearerOf, callerOf, CLOCK_SKEW_SECONDS, isJwt, policyRefusal, type CredentialResolvers, type Restriction } from "@core/service-auth";
 
 /** The permission (and OAuth scope) that reading the vault needs (issue 29). */
 export const VAULT_READ = "vault:read";
@@ -21,6 +21,8 @@ export interface VaultReader {
   scopes?: string[];
   /** the OAuth client an access token was issued to */
   clientId?: string;
+  /** what holds a session back: its organization's policy (ADR 0023), which leaves it no permission */
+  restriction?: Restriction;
 }
 
 export interface VaultAccessOptions {
@@ -86,7 +88,7 @@ export class VaultAccess {
     if (!apiKey && !token) throw this.unauthenticated("Authentication required: send an access token from IAM (see the resource metadata), a session token or an API key");
     const reader = !apiKey && isJwt(token!) ? await this.verifyAccessToken(token!) : await this.resolvePerson(c);
     if (reader.scopes && !reader.scopes.includes(VAULT_READ)) throw this.insufficientScope(`The access token was not granted the scope ${VAULT_READ}`);
-    if (!reader.permissions.includes(VAULT_READ)) throw this.insufficientScope(`Reading the vault needs the permission ${VAULT_READ}`);
+    if (!reader.permissions.includes(VAULT_READ)) throw reader.restriction ? this.heldBack(reader.restriction) : this.insufficientScope(`Reading the vault needs the permission ${VAULT_READ}`);
     return reader;
   }
 
@@ -102,7 +104,13 @@ export class VaultAccess {
     // a session token or API key always resolves to a person; a JWT never reaches here
     if (caller?.kind !== "principal") throw this.unauthenticated("Invalid credential", true);
     const { principal } = caller;
-    return { userId: principal.userId, via: principal.type === "apikey" ? "api-key" : "session", orgId: principal.orgId, permissions: principal.permissions };
+    return {
+      userId: principal.userId,
+      via: principal.type === "apikey" ? "api-key" : "session",
+      orgId: principal.orgId,
+      permissions: principal.permissions,
+      ...(principal.restriction ? { restriction: principal.restriction } : {}),
+    };
   }
 
   /**
@@ -151,6 +159,16 @@ export class VaultAccess {
 
   private insufficientScope(message: string): ApiError {
     return new ApiError(403, "FORBIDDEN", message, null, this.challenge({ error: "insufficient_scope", scope: VAULT_READ }));
+  }
+
+  /**
+   * A session held back by its organization's policy: the services' one policy refusal (its
+   * message and details), with the challenge's `error_description` saying it too (RFC 6750 §3), so
+   * an MCP client that shows only the challenge tells the person what to do.
+   */
+  private heldBack(restriction: Restriction): ApiError {
+    const refusal = policyRefusal(restriction);
+    return new ApiError(403, "FORBIDDEN", refusal.message, refusal.details, this.challenge({ error: "insufficient_scope", scope: VAULT_READ, error_description: refusal.message }));
   }
 }
 

@@ -6,6 +6,7 @@ import { Unreachable } from "../http.js";
 import type { DeviceCode, Identity, IamClient } from "../iam-client.js";
 import { resolveIamUrl } from "../settings.js";
 import { browserToOffer, openAddress, PRESS_ENTER } from "./open-address.js";
+import { heldBack } from "./whoami.js";
 
 /** Spec §8: a token given with `--token` is kept for 30 days unless IAM says otherwise. */
 const TOKEN_MODE_DAYS = 30;
@@ -105,6 +106,9 @@ async function loginWithToken(ctx: Context, iamUrl: string, given: string): Prom
     const answer = await ctx.iam(iamUrl).whoami(token);
     if ("identity" in answer) return credentialOf(answer.identity, { token, refreshToken: null, iamUrl, fallbackExpiry });
     if (answer.status === 401) throw failures.tokenRejected(iamUrl, [answer.code, answer.message].filter(Boolean).join(": "));
+    // a session held back by its organization's policy never meets it later: kept, it would never work
+    const hold = await heldBack(ctx, iamUrl, token, answer);
+    if (hold) throw failures.heldBack(iamUrl, "this token", answer.message, hold, true);
     why = `HTTP ${answer.status}`;
   } catch (err) {
     if (!(err instanceof Unreachable)) throw err;

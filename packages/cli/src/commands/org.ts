@@ -1,6 +1,6 @@
 import type { Context, Outcome } from "../context.js";
 import { readCredential, withCredentialLock, writeCredential } from "../credentials.js";
-import { CliFailure, failures } from "../failures.js";
+import { CliFailure, failures, policyHoldOf, policyStep } from "../failures.js";
 import { table } from "../format.js";
 import { isApiKey, Unreachable, type Refusal, type Reply } from "../http.js";
 import { identityOf } from "./whoami.js";
@@ -93,11 +93,13 @@ async function ask<T>(ctx: Context, login: UsableToken, method: string, path: st
   }
 }
 
-/** IAM's refusal with its own code, status and request id. */
+/** IAM's refusal with its own code, status and request id, and what to do: log in again, or what the organization's policy asks. */
 function refusedBy(iamUrl: string, what: string, refused: Refusal): CliFailure {
-  const hint = refused.status === 401 ? " Run: core login" : "";
+  const hold = policyHoldOf(refused.details, iamUrl);
+  const hint = hold ? `\n${policyStep(hold)}` : refused.status === 401 ? " Run: core login" : "";
   return new CliFailure(refused.code, `${what} failed: IAM at ${iamUrl} answered ${refused.status} ${refused.code}${refused.message ? `: ${refused.message}` : ""}.${hint}`, {
     status: refused.status,
     requestId: refused.requestId,
+    ...(hold ? { details: hold } : {}),
   });
 }

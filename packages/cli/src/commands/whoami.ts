@@ -1,6 +1,6 @@
 import { activeCredential, describeSource, type Context, type Outcome } from "../context.js";
 import { hasExpired } from "../credentials.js";
-import { failures } from "../failures.js";
+import { failures, type PolicyHold } from "../failures.js";
 import { isApiKey, Unreachable } from "../http.js";
 import type { Identity, WhoamiAnswer } from "../iam-client.js";
 
@@ -54,10 +54,27 @@ export async function identityOf(ctx: Context, iamUrl: string, token: string, so
     throw err;
   }
   if ("identity" in answer) return answer.identity;
+  const hold = await heldBack(ctx, iamUrl, token, answer);
+  if (hold) throw failures.heldBack(iamUrl, source, answer.message, hold);
   const detail = [answer.code, answer.message].filter(Boolean).join(": ");
   if (answer.status === 401) {
     if (!TOKEN_SHAPE.test(token)) throw failures.tokenMalformed(source);
     throw source === "the stored token" ? failures.tokenNotAccepted(source, iamUrl, detail) : failures.tokenNotValid(source, iamUrl, detail);
   }
   throw failures.unexpectedAnswer(iamUrl, "whoami", answer.status, detail);
+}
+
+/**
+ * What holds `token` back when IAM refused its whoami with 403: its organization's policy (the
+ * CLI's routes carry no details, so IAM's session route is asked what the policy is and where to
+ * comply). Null for any other refusal, or when IAM cannot be asked.
+ */
+export async function heldBack(ctx: Context, iamUrl: string, token: string, answer: { status: number }): Promise<PolicyHold | null> {
+  if (answer.status !== 403 || isApiKey(token)) return null;
+  try {
+    return await ctx.iam(iamUrl).policyHoldOf(token);
+  } catch (err) {
+    if (err instanceof Unreachable) return null;
+    throw err;
+  }
 }

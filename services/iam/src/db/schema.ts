@@ -144,6 +144,8 @@ export const invitation = iam.table(
   (t) => [
     index("invitation_organization_id_idx").on(t.organizationId, t.createdAt, t.id),
     index("invitation_email_idx").on(t.email),
+    // one pending invitation per organization and address, whichever route makes it (docs/vault/services/iam.md#Invitations)
+    uniqueIndex("invitation_pending_unique").on(t.organizationId, sql`lower(${t.email})`).where(sql`${t.status} = 'pending'`),
   ],
 );
 

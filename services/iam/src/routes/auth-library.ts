@@ -1,10 +1,11 @@
 import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { integerQuery, notFound, rawRequestOf, validationError, type ServiceApp } from "@core/kit";
+import { integerQuery, notFound, rawRequestOf, validationError, withRequestId, type ServiceApp } from "@core/kit";
 import type { Principal } from "@core/service-auth";
 import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary, libraryServes } from "../auth-library.js";
+import { expireLapsedInvitations, isSecondPendingInvitation } from "../invitations.js";
 import { checkKeepsAManager, memberUserOf, type ManagerChange } from "../org-managers.js";
 import { rolesOf } from "../permissions.js";
 import { ProfileName } from "./schemas.js";
@@ -97,16 +98,48 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
     }
     const bounds = LIBRARY_BOUNDS[path];
     const memberChange = MEMBER_CHANGES[path];
-    if (c.req.method === "POST" && (bounds || memberChange)) {
+    const inviting = c.req.method === "POST" && path === INVITE_MEMBER;
+    if (c.req.method === "POST" && (bounds || memberChange || inviting)) {
       const body = await bodyObject(c);
       if (body && bounds) {
         const checked = bounds.safeParse(body);
         if (!checked.success) throw validationError(checked.error, "body");
       }
       if (body && memberChange) await keepAManagerThrough(c, ctx, body, memberChange);
+      if (body && inviting) await expireLapsedBefore(c, ctx, body);
     }
+    if (inviting) return inviteThroughLibrary(c, ctx);
     return callAuthLibrary(c, ctx, await libraryRequestOf(c));
   });
+}
+
+/** The library's route that invites someone: behind the index of one pending invitation per address (invitations.ts). */
+const INVITE_MEMBER = "/organization/invite-member";
+
+/**
+ * The library checks for a pending invitation and then inserts, so in a burst of invitations of one
+ * address every request may pass its check: the index refuses all but the first insert, and those
+ * get the library's own answer to a second invitation, as they would have a moment later.
+ */
+async function inviteThroughLibrary(c: Context, ctx: IamContext): Promise<Response> {
+  try {
+    return await callAuthLibrary(c, ctx, await libraryRequestOf(c));
+  } catch (err) {
+    if (!isSecondPendingInvitation(err)) throw err;
+    // the organization plugin's USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION, as its router answers it
+    return withRequestId(c, Response.json({ message: "User is already invited to this organization", code: "USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION" }, { status: 400 }));
+  }
+}
+
+/**
+ * The lapsed invitations of the address, marked expired before the library inserts its new one (a
+ * lapsed invitation still pending would hold the index). The organization is the body's, else the
+ * session's; a request without either is the library's to refuse.
+ */
+async function expireLapsedBefore(c: Context, ctx: IamContext, body: Record<string, unknown>) {
+  const email = text(body.email);
+  const orgId = text(body.organizationId) ?? (await requireSession(c, ctx.session).catch(() => null))?.principal.orgId;
+  if (email && orgId) await expireLapsedInvitations(ctx.db, orgId, email, ctx.clock.now());
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq, gt } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import {
   ApiError,
   conflict,
@@ -21,6 +21,7 @@ import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { invitationMail } from "../auth.js";
 import { invitation, member, user } from "../db/schema.js";
+import { createPendingInvitation, invitationStatus, type InvitationRow } from "../invitations.js";
 import { authStyleId, findOrganization } from "../organizations.js";
 import { rolesOf } from "../permissions.js";
 import { Id, pathParam } from "./schemas.js";
@@ -49,13 +50,12 @@ const CreateInvitationInput = z
 
 const OrgParams = z.object({ orgId: pathParam("orgId") });
 
-type InvitationRow = typeof invitation.$inferSelect;
-const invitationJson = (row: InvitationRow): z.infer<typeof InvitationSchema> => ({
+const invitationJson = (row: InvitationRow, now: Date): z.infer<typeof InvitationSchema> => ({
   id: row.id,
   organizationId: row.organizationId,
   email: row.email,
   role: (row.role ?? "member") as "owner" | "admin" | "member",
-  status: row.status,
+  status: invitationStatus(row, now),
   expiresAt: unixSeconds(row.expiresAt),
   inviterId: row.inviterId,
   createdAt: unixSeconds(row.createdAt),
@@ -93,7 +93,8 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
         .orderBy(...keysetOrder(OLDEST_FIRST))
         .limit(limit + 1);
       const page = toPage(rows, limit, (r) => ({ k: r.createdAt, id: r.id }));
-      return c.json({ data: page.data.map(invitationJson), cursor: page.cursor ?? "" }, 200);
+      const now = ctx.clock.now();
+      return c.json({ data: page.data.map((row) => invitationJson(row, now)), cursor: page.cursor ?? "" }, 200);
     },
   );
 
@@ -132,27 +133,15 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
         .where(and(eq(member.organizationId, orgId), eq(user.email, email)));
       if (alreadyMember) throw conflict("ALREADY_MEMBER", `${email} is already a member (${rolesOf(alreadyMember.role).join(", ")})`);
       const now = ctx.clock.now();
-      const [pending] = await ctx.db
-        .select({ id: invitation.id })
-        .from(invitation)
-        .where(and(eq(invitation.organizationId, orgId), eq(invitation.email, email), eq(invitation.status, "pending"), gt(invitation.expiresAt, now)));
-      if (pending) throw conflict("INVITATION_EXISTS", `${email} has a pending invitation already (${pending.id})`);
-      const [row] = await ctx.db
-        .insert(invitation)
-        .values({
-          id: authStyleId(),
-          organizationId: orgId,
-          email,
-          role: input.role,
-          status: "pending",
-          expiresAt: new Date(now.getTime() + ctx.config.invitationSeconds * 1000),
-          createdAt: now,
-          inviterId,
-        })
-        .returning();
+      // one pending invitation per address, by the index (invitations.ts): 409 INVITATION_EXISTS otherwise
+      const row = await createPendingInvitation(
+        ctx.db,
+        { id: authStyleId(), organizationId: orgId, email, role: input.role, expiresAt: new Date(now.getTime() + ctx.config.invitationSeconds * 1000), createdAt: now, inviterId },
+        now,
+      );
       const [from] = await ctx.db.select({ name: user.name, email: user.email }).from(user).where(eq(user.id, inviterId));
       await ctx.mailer.send(
-        invitationMail(ctx.config.iamUrl, { email, orgName: org.name, invitationId: row!.id, role: input.role, inviter: from ?? { name: "Someone", email: "" }, expiresAt: row!.expiresAt }),
+        invitationMail(ctx.config.iamUrl, { email, orgName: org.name, invitationId: row.id, role: input.role, inviter: from ?? { name: "Someone", email: "" }, expiresAt: row.expiresAt }),
       );
       await ctx.audit.record({
         action: "invitation.create",
@@ -160,10 +149,10 @@ export function invitationRoutes(app: ServiceApp, ctx: IamContext) {
         ...actorOf(c, caller),
         orgId,
         targetType: "invitation",
-        targetId: row!.id,
+        targetId: row.id,
         metadata: { email, role: input.role },
       });
-      return c.json(invitationJson(row!), 201);
+      return c.json(invitationJson(row, now), 201);
     },
   );
 

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { changingSomething, errorResponses, security, forbidden, jsonBody, jsonContent, type ServiceApp } from "@core/kit";
 import { createPlatform, findPlatform, listPlatforms, platformSuspended, updatePlatform } from "../platforms.js";
 import { authorizePlatform, authorizePlatformAdmin, seesAllPlatforms } from "../access.js";
-import { activeOrganizationHint, requireCaller } from "@core/service-auth";
+import { activeOrganizationHint, forbiddenFor, requireCaller } from "@core/service-auth";
 import type { RegistryContext } from "../app.js";
 import { PageQuery, PlatformSchema, pageOf, pathId, platformJson } from "./schemas.js";
 
@@ -52,7 +52,7 @@ export function platformRoutes(app: ServiceApp, { db, clock, credentials }: Regi
       let onlyId: string | undefined;
       if (!seesAllPlatforms(caller)) {
         const p = caller.kind === "principal" ? caller.principal : null;
-        if (!p?.platformId || !p.permissions.includes("platform:read")) throw forbidden(`You need platform:read.${p && !p.platformId ? ` ${activeOrganizationHint(p)}` : ""}`);
+        if (!p?.platformId || !p.permissions.includes("platform:read")) throw forbiddenFor(p, `You need platform:read.${p && !p.platformId ? ` ${activeOrganizationHint(p)}` : ""}`);
         onlyId = p.platformId;
       }
       const page = await listPlatforms(db, { limit, cursor, onlyId, slug });
