@@ -15,6 +15,7 @@ import { RateLimiter } from "./rate-limiter.js";
 import { RegistryClient } from "./registry-client.js";
 import { ServiceTokens } from "./service-tokens.js";
 import { ApiKeyResolver } from "./api-keys.js";
+import { SsoConnections } from "./sso-connections.js";
 import { member, organization } from "./db/schema.js";
 import { auditRoutes } from "./routes/audit.js";
 import { auditEndpointRoutes } from "./routes/audit-endpoints.js";
@@ -70,6 +71,8 @@ export interface IamContext {
   credentials: CredentialResolvers;
   mailer: Mailer;
   revocations: UnprovenAccessRevocations;
+  /** connections to organizations' identity providers, through the SSRF guard (ADR 0026) */
+  ssoConnections: SsoConnections;
   session: { secret: string; trustedOrigins: string[]; principals: PrincipalResolver };
 }
 
@@ -151,6 +154,7 @@ export function createApp(deps: IamDeps) {
     credentials,
     mailer,
     revocations,
+    ssoConnections: new SsoConnections(config.ssoProviders),
     session: { secret: config.authSecret, trustedOrigins: config.trustedOrigins, principals },
   };
 
