@@ -49,6 +49,15 @@ export function isPrivateAddress(address: string): boolean {
   return true;
 }
 
+/**
+ * Whether a URL's hostname names a loopback or private address without any lookup: `localhost` and
+ * its subdomains (RFC 6761 §6.3), or such an address written as the hostname (brackets allowed).
+ */
+export function namesPrivateAddress(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return host === "localhost" || host.endsWith(".localhost") || (isIP(host) !== 0 && isPrivateAddress(host));
+}
+
 /** The last 32 bits of an IPv6 address, written as IPv4 (`::ffff:7f00:1` and `::ffff:127.0.0.1` both give 127.0.0.1). */
 function lastIpv4(address: string): string {
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
@@ -73,32 +82,53 @@ export class PrivateAddressRefused extends Error {
 }
 
 /**
+ * The addresses `hostname` has, looked up as the guarded connection looks them up (the resolver
+ * given, else the system's), of `family` when one is asked for. Refused as a whole when one of them
+ * is loopback or private (unless `allowPrivate`): `PrivateAddressRefused`. An address written as the
+ * hostname is checked as it is. Callers that need no connection (a check of an address before it
+ * is stored) ask this; the agent below asks it for every connection.
+ */
+export async function guardedAddresses(hostname: string, options: { allowPrivate: boolean; resolve?: Resolver; family?: number }): Promise<LookupAddress[]> {
+  const { allowPrivate, resolve, family = 0 } = options;
+  const host = hostname.replace(/^\[|\]$/g, "");
+  const found: LookupAddress[] = isIP(host)
+    ? [{ address: host, family: isIP(host) }]
+    : resolve
+      ? (await resolve(host)).map((address) => ({ address, family: isIP(address) }))
+      : await lookupAll(host, family);
+  const addresses = found.filter((a) => !family || a.family === family);
+  const refused = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
+  if (refused) throw new PrivateAddressRefused(host, refused.address);
+  if (addresses.length === 0) throw Object.assign(new Error(`${host} has no address`), { code: "ENOTFOUND" });
+  return addresses;
+}
+
+/** The address family a lookup asks for, as a number (0: either). */
+const familyOf = (family: LookupOptions["family"]) => (family === 4 || family === "IPv4" ? 4 : family === 6 || family === "IPv6" ? 6 : 0);
+
+const lookupAll = (hostname: string, family: number) =>
+  new Promise<LookupAddress[]>((resolve, reject) => lookup(hostname, { all: true, family }, (err, found) => (err ? reject(err) : resolve(found))));
+
+/**
  * The HTTP agent webhook deliveries go through (DESIGN §10): the address is checked where the
  * connection is made, by the lookup the socket itself uses, so a name whose answer changes between a
  * check and the connection (DNS rebinding) cannot reach inside; an address written in the URL is
  * checked before connecting. With `allowPrivate` nothing is refused (development). `ca` replaces the
- * trusted certificate authorities (tests serving https with a certificate of their own).
+ * trusted certificate authorities (tests serving https with a certificate of their own). `timeoutMs`
+ * bounds the connection, the wait for an answer's headers and each pause in its body, for callers
+ * that cannot pass a signal of their own (undici's defaults otherwise).
  */
-export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver; ca?: string }): Agent {
-  const { allowPrivate, resolve, ca } = options;
+export function webhookAgent(options: { allowPrivate: boolean; resolve?: Resolver; ca?: string; timeoutMs?: number }): Agent {
+  const { allowPrivate, resolve, ca, timeoutMs } = options;
   const guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
-    const answered = (err: Error | null, found: LookupAddress[]) => {
-      if (err) return callback(err, []);
-      const addresses = found.filter((a) => !lookupOptions.family || a.family === lookupOptions.family);
-      const refused = allowPrivate ? undefined : addresses.find((a) => isPrivateAddress(a.address));
-      if (refused) return callback(new PrivateAddressRefused(hostname, refused.address), []);
-      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), []);
-      if (lookupOptions.all) return callback(null, addresses);
-      callback(null, addresses[0]!.address, addresses[0]!.family);
-    };
-    if (!resolve) return lookup(hostname, { all: true, family: lookupOptions.family ?? 0 }, answered);
-    resolve(hostname).then(
-      (found) => answered(null, found.map((address) => ({ address, family: isIP(address) }))),
-      (err: Error) => answered(err, []),
+    guardedAddresses(hostname, { allowPrivate, resolve, family: familyOf(lookupOptions.family) }).then(
+      (addresses) => (lookupOptions.all ? callback(null, addresses) : callback(null, addresses[0]!.address, addresses[0]!.family)),
+      (err: Error) => callback(err, []),
     );
   };
-  const connector = buildConnector({ lookup: guardedLookup as never, ...(ca && { ca }) });
+  const connector = buildConnector({ lookup: guardedLookup as never, ...(ca && { ca }), ...(timeoutMs && { timeout: timeoutMs }) });
   return new Agent({
+    ...(timeoutMs && { headersTimeout: timeoutMs, bodyTimeout: timeoutMs }),
     connect: (connectOptions, callback) => {
       // an address in the URL is not looked up: it is checked here
       const host = connectOptions.hostname.replace(/^\[|\]$/g, "");

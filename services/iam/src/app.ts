@@ -14,6 +14,7 @@ import { RateLimiter } from "./rate-limiter.js";
 import { RegistryClient } from "./registry-client.js";
 import { ServiceTokens } from "./service-tokens.js";
 import { ApiKeyResolver } from "./api-keys.js";
+import { SsoConnections } from "./sso-connections.js";
 import { auditRoutes } from "./routes/audit.js";
 import { auditEndpointRoutes } from "./routes/audit-endpoints.js";
 import { grantRoutes } from "./routes/grants.js";
@@ -70,6 +71,8 @@ export interface IamContext {
   credentials: CredentialResolvers;
   mailer: Mailer;
   revocations: UnprovenAccessRevocations;
+  /** connections to organizations' identity providers, through the SSRF guard (ADR 0026) */
+  ssoConnections: SsoConnections;
   session: { secret: string; secureCookies: boolean; trustedOrigins: string[]; principals: PrincipalResolver };
 }
 
@@ -138,6 +141,7 @@ export function createApp(deps: IamDeps) {
     credentials,
     mailer,
     revocations,
+    ssoConnections: new SsoConnections(config.ssoProviders),
     session: { secret: config.authSecret, secureCookies: config.secureCookies, trustedOrigins: config.trustedOrigins, principals },
   };
 

@@ -11,6 +11,7 @@ import * as schema from "./db/schema.js";
 import type { IamConfig } from "./config.js";
 import { libraryLogger } from "./library-log.js";
 import { ssoPlugin } from "./sso.js";
+import { trustedOriginsWithProviderScope } from "./sso-connections.js";
 import { signInMethodOf, TWO_FACTOR_PAGE, twoFactorHooks, twoFactorPlugin } from "./two-factor.js";
 import type { UnprovenAccessRevocations } from "./unproven-access.js";
 import { PASSKEY_AUDITED, PASSKEY_RATE_LIMITED, passkeyAuditTarget, passkeyPlugin } from "./passkeys.js";
@@ -202,8 +203,9 @@ export function createAuth(deps: AuthDeps) {
     baseURL: config.iamUrl,
     basePath: "/api/auth",
     secret: config.authSecret,
-    // the SSO plugin talks only to identity providers at trusted origins (ADR 0026)
-    trustedOrigins: [...config.trustedOrigins, ...config.ssoProviderOrigins],
+    // IAM's own and the operator's; an organization's identity provider only during IAM's own call
+    // into the SSO plugin for it, whose connections go through the SSRF guard (ADR 0026)
+    trustedOrigins: trustedOriginsWithProviderScope(config.trustedOrigins),
     telemetry: { enabled: false },
     // the library's own messages go to our structured log: refused input at info without the client's text
     logger: libraryLogger(deps.logger),

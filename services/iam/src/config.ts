@@ -1,4 +1,5 @@
 import { ConfigError, mailConfig, persistentSecret, positiveIntEnv, trustedProxyHops, type CommonConfig } from "@core/kit";
+import { namesPrivateAddress, type Resolver } from "@core/webhooks";
 
 export interface IamConfig {
   iamUrl: string;
@@ -7,8 +8,8 @@ export interface IamConfig {
   trustedOrigins: string[];
   /** where the sign-in pages may send a browser back to besides IAM's own paths: billing's invoice and portal pages (DESIGN §6.11), and the trusted origins */
   returnOrigins: string[];
-  /** origins of the organizations' OpenID Connect providers IAM may talk to (CORE_SSO_PROVIDER_ORIGINS; ADR 0026) */
-  ssoProviderOrigins: string[];
+  /** which OpenID Connect providers organizations may register, and how IAM connects to them (ADR 0026) */
+  ssoProviders: SsoProviderConfig;
   secureCookies: boolean;
   sessionSeconds: number;
   /** an organization set-up interrupted this long ago is finished or rolled back (longer than any set-up request runs) */
@@ -66,6 +67,19 @@ export interface ClientMetadataConfig {
   ca?: string;
 }
 
+export interface SsoProviderConfig {
+  /** CORE_SSO_PROVIDER_ORIGINS: when set, the only origins a provider may be at; null: any the other rules allow */
+  origins: string[] | null;
+  /** CORE_IAM_SSO_ALLOW_PRIVATE: providers over http, and at loopback or private addresses (default: on the embedded database only, as for webhooks) */
+  allowPrivate: boolean;
+  /** how long a provider has to answer: the discovery document, body included; each connection, answer and pause of the plugin's requests */
+  timeoutMs: number;
+  /** the resolver the SSRF guard asks instead of the system's: a test seam, never read from the environment */
+  resolve?: Resolver;
+  /** certificate authorities trusted instead of the system's: a test seam for a local https provider */
+  ca?: string;
+}
+
 const isLocal = (url: string) => ["localhost", "127.0.0.1", "[::1]"].includes(new URL(url).hostname);
 
 /** IAM's settings from the environment (README "Configuration"). */
@@ -86,7 +100,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     authSecret,
     trustedOrigins: [new URL(iamUrl).origin, ...extraOrigins],
     returnOrigins: [...new Set([new URL(iamUrl).origin, new URL(common.url("billing")).origin, ...extraOrigins])],
-    ssoProviderOrigins: originsOf(env.CORE_SSO_PROVIDER_ORIGINS, "CORE_SSO_PROVIDER_ORIGINS"),
+    ssoProviders: ssoProviderConfig(common, env),
     secureCookies: !isLocal(iamUrl),
     sessionSeconds: positiveIntEnv(env, "CORE_SESSION_SECONDS", 60 * 60 * 24 * 7),
     orgSetupRecoveryMs: orgSetupRecoverySeconds(env) * 1000,
@@ -103,7 +117,7 @@ export function loadIamConfig(common: CommonConfig, env: NodeJS.ProcessEnv = pro
     smtpUrl: mail.smtpUrl,
     mailFrom: mail.from,
     outboxDir: mail.outboxDir,
-    auditWebhookAllowPrivate: allowPrivateWebhooks(common, env),
+    auditWebhookAllowPrivate: allowPrivate(common, env, "CORE_IAM_WEBHOOK_ALLOW_PRIVATE"),
     rateLimits: {
       enabled: env.CORE_RATE_LIMIT !== "off",
       windowSeconds: positiveIntEnv(env, "CORE_RATE_LIMIT_WINDOW_SECONDS", 60),
@@ -134,11 +148,30 @@ function onOff(env: NodeJS.ProcessEnv, name: string, byDefault: boolean): boolea
   return value === "" ? byDefault : value === "on";
 }
 
-/** Development on the embedded database reaches localhost receivers; with PostgreSQL (production) only when told (billing's rule). */
-function allowPrivateWebhooks(common: CommonConfig, env: NodeJS.ProcessEnv): boolean {
-  const value = env.CORE_IAM_WEBHOOK_ALLOW_PRIVATE ?? "";
-  if (!["", "0", "1"].includes(value)) throw new ConfigError(`CORE_IAM_WEBHOOK_ALLOW_PRIVATE must be 1, 0 or unset, got "${value.slice(0, 40)}"`);
+/** Development on the embedded database reaches servers on localhost; with PostgreSQL (production) only when told (billing's rule). */
+function allowPrivate(common: CommonConfig, env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = env[name] ?? "";
+  if (!["", "0", "1"].includes(value)) throw new ConfigError(`${name} must be 1, 0 or unset, got "${value.slice(0, 40)}"`);
   return value === "" ? !common.databaseUrl : value === "1";
+}
+
+/**
+ * Single sign-on providers (ADR 0026): any https origin that resolves to a public address, narrowed
+ * to CORE_SSO_PROVIDER_ORIGINS when it is set. A listed origin that could never be used (http, or a
+ * loopback or private address written in it, without CORE_IAM_SSO_ALLOW_PRIVATE=1) stops start-up.
+ */
+function ssoProviderConfig(common: CommonConfig, env: NodeJS.ProcessEnv): SsoProviderConfig {
+  const allowed = allowPrivate(common, env, "CORE_IAM_SSO_ALLOW_PRIVATE");
+  const listed = originsOf(env.CORE_SSO_PROVIDER_ORIGINS, "CORE_SSO_PROVIDER_ORIGINS");
+  if (!allowed) {
+    for (const origin of listed) {
+      const { protocol, hostname } = new URL(origin);
+      if (protocol !== "https:" || namesPrivateAddress(hostname)) {
+        throw new ConfigError(`CORE_SSO_PROVIDER_ORIGINS lists ${origin}, but providers over http or at loopback and private addresses need CORE_IAM_SSO_ALLOW_PRIVATE=1`);
+      }
+    }
+  }
+  return { origins: listed.length > 0 ? listed : null, allowPrivate: allowed, timeoutMs: 10_000 };
 }
 
 /** A comma-separated list of origins (scheme, host, port), each checked; a path or junk stops start-up. */

@@ -1,6 +1,6 @@
 import { sso } from "@better-auth/sso";
 import { APIError } from "better-auth/api";
-import { and, eq, ne } from "drizzle-orm";
+import { and, desc, eq, ne } from "drizzle-orm";
 import { ApiError, conflict, forbidden, notFound } from "@core/kit";
 import type { Db } from "@core/storage";
 import type { IamContext } from "./app.js";
@@ -20,13 +20,17 @@ import { rolesOf } from "./permissions.js";
  *   nothing), and none that signs anyone in before an operator approved the claim (the plugin's
  *   `domainVerified`, set by approval instead of its DNS check, see the ADR);
  * - which people a provider may sign in: only addresses in its domains, and only addresses the
- *   provider says it verified (the plugin signs in any address a provider asserts).
+ *   provider says it verified (the plugin signs in any address a provider asserts);
+ * - which providers IAM talks to, and how: any https origin that resolves to a public address, each
+ *   connection through the SSRF guard (sso-connections.ts); IAM reads the discovery document itself.
  */
 
 /** Error codes the SSO callback sends to the error page (`?error=`), besides the plugin's own. */
 export const SSO_REFUSALS = {
   outsideDomains: "EMAIL_OUTSIDE_SSO_DOMAINS",
   unverifiedEmail: "EMAIL_NOT_VERIFIED_BY_PROVIDER",
+  /** an address of the provider's configuration is one IAM does not connect to now (sso-connections.ts) */
+  providerNotAllowed: "SSO_PROVIDER_NOT_ALLOWED",
 } as const;
 
 /** The roles people may join with on their first SSO sign-in; never owner. */
@@ -55,10 +59,14 @@ const overlaps = (a: string, b: string) => a === b || a.endsWith(`.${b}`) || b.e
 /** Whether an address is in one of the domains (or a subdomain of one), as the plugin matches them. */
 export function emailInDomains(email: string, domains: readonly string[]): boolean {
   const at = email.lastIndexOf("@");
-  if (at < 1) return false;
-  const domain = email.slice(at + 1).toLowerCase();
-  return domains.some((d) => domain === d || domain.endsWith(`.${d}`));
+  return at >= 1 && domainInDomains(email.slice(at + 1), domains);
 }
+
+/** Whether a domain is one of the domains or under one of them. */
+const domainInDomains = (domain: string, domains: readonly string[]) => {
+  const lower = domain.toLowerCase();
+  return domains.some((d) => lower === d || lower.endsWith(`.${d}`));
+};
 
 /** The domains among `domains` that a provider of another organization claims already. */
 export async function claimedElsewhere(db: Db, orgId: string, domains: readonly string[]): Promise<string[]> {
@@ -107,6 +115,44 @@ export async function providerOf(db: Db, orgId: string, providerId: string): Pro
     .where(and(eq(ssoProvider.organizationId, orgId), eq(ssoProvider.providerId, providerId)));
   if (!row) throw notFound("No such SSO provider in this organization");
   return row;
+}
+
+/**
+ * The provider a sign-in start names, chosen as the plugin chooses (a provider id, else the
+ * organization's, else the one whose domains hold the address's or the given domain), so that IAM
+ * knows which provider the start will connect to; null when none (the plugin then answers itself).
+ */
+export async function providerToStart(db: Db, by: { providerId?: string; organizationSlug?: string; email?: string; domain?: string }): Promise<SsoProviderRow | null> {
+  if (by.providerId) return (await db.select().from(ssoProvider).where(eq(ssoProvider.providerId, by.providerId)))[0] ?? null;
+  if (by.organizationSlug) {
+    const [row] = await db.select({ provider: ssoProvider }).from(ssoProvider).innerJoin(organization, eq(organization.id, ssoProvider.organizationId)).where(eq(organization.slug, by.organizationSlug)).orderBy(ssoProvider.providerId).limit(1);
+    return row?.provider ?? null;
+  }
+  const domain = (by.domain ?? by.email?.split("@")[1] ?? "").toLowerCase();
+  if (!domain) return null;
+  // approved first: two claims of one domain get this far only by racing registrations (ADR 0026)
+  const rows = await db.select().from(ssoProvider).orderBy(desc(ssoProvider.domainVerified), ssoProvider.providerId);
+  return rows.find((row) => domainInDomains(domain, domainsOf(row.domain))) ?? null;
+}
+
+/** Every address of a provider's stored configuration: the origins IAM may connect to for it during a sign-in. */
+export function providerAddresses(row: SsoProviderRow): string[] {
+  const config = parseConfig(row.oidcConfig);
+  const stored = ["discoveryEndpoint", "authorizationEndpoint", "tokenEndpoint", "jwksEndpoint", "userInfoEndpoint"].map((name) => config[name]);
+  return [row.issuer, ...stored].filter((a): a is string => typeof a === "string" && a.length > 0);
+}
+
+/**
+ * Why a stored provider may not be used now: an address of its configuration that the rule of
+ * sso-connections.ts refuses without connecting (the operator may have narrowed the list, or turned
+ * private providers off, since it was registered). Its names are looked up when IAM connects.
+ */
+export function providerRefusedNow(ctx: Pick<SsoDeps, "ssoConnections">, row: SsoProviderRow): string | null {
+  for (const address of providerAddresses(row)) {
+    const refusal = ctx.ssoConnections.refusalOf(address, "address");
+    if (refusal) return refusal;
+  }
+  return null;
 }
 
 /** Whether `userId` is an owner of `orgId`: only owners configure single sign-on (ADR 0026). */
@@ -204,12 +250,17 @@ async function checkedDomains(ctx: SsoDeps, orgId: string, given: readonly strin
 }
 
 /** The parts of IAM's context single sign-on uses. */
-export type SsoDeps = Pick<IamContext, "db" | "auth" | "audit" | "config">;
+export type SsoDeps = Pick<IamContext, "db" | "auth" | "audit" | "config" | "ssoConnections">;
+
+/** The code a refused registration is audited with: ours, or the plugin's. */
+const refusalCode = (err: unknown) => (err instanceof ApiError ? err.code : err instanceof APIError ? ((err.body as { code?: string } | undefined)?.code ?? String(err.statusCode)) : "error");
 
 /**
- * Registers an organization's provider through the plugin (which fetches the issuer's discovery
- * document and checks it names the same issuer) as its owner. One per organization; its domains
- * sign nobody in until an operator approves them.
+ * Registers an organization's provider as its owner. IAM reads the issuer's discovery document
+ * through the SSRF guard and checks every address in it (sso-connections.ts); the plugin then
+ * stores the provider without discovering it again (`skipDiscovery`), and IAM writes the endpoints
+ * it found into the plugin's configuration. One per organization; its domains sign nobody in until
+ * an operator approves them.
  */
 export async function registerProvider(ctx: SsoDeps, orgId: string, actor: SsoActor, input: ProviderInput): Promise<SsoProviderView> {
   await requireOwner(ctx.db, orgId, actor.userId);
@@ -218,19 +269,28 @@ export async function registerProvider(ctx: SsoDeps, orgId: string, actor: SsoAc
   const [org] = await ctx.db.select({ slug: organization.slug }).from(organization).where(eq(organization.id, orgId));
   const providerId = `${org!.slug}-oidc`;
   try {
+    const discovered = await ctx.ssoConnections.discover(input.issuer);
     await ctx.auth.api.registerSSOProvider({
       headers: asOwner(actor),
       body: {
         providerId,
-        issuer: input.issuer,
+        issuer: discovered.issuer,
         domain: domains.join(","),
         organizationId: orgId,
-        oidcConfig: { clientId: input.clientId, clientSecret: input.clientSecret, pkce: true, scopes: ["openid", "email", "profile"] },
+        // the endpoints are written below: given here, the plugin would judge their hosts by its trusted origins
+        oidcConfig: { clientId: input.clientId, clientSecret: input.clientSecret, pkce: true, scopes: ["openid", "email", "profile"], skipDiscovery: true },
         defaultRole: input.defaultRole,
       } as NonNullable<Parameters<Auth["api"]["registerSSOProvider"]>[0]>["body"],
     });
+    const { issuer: _issuer, ...endpoints } = discovered;
+    const stored = await providerOf(ctx.db, orgId, providerId);
+    await ctx.db
+      .update(ssoProvider)
+      .set({ oidcConfig: JSON.stringify({ ...parseConfig(stored.oidcConfig), ...endpoints }) })
+      .where(eq(ssoProvider.providerId, providerId));
   } catch (err) {
-    await ctx.audit.record({ ...actor.audit, action: "sso.provider.create", outcome: "failure", orgId, targetType: "sso_provider", targetId: providerId, metadata: { issuer: input.issuer, domains, code: err instanceof APIError ? ((err.body as { code?: string } | undefined)?.code ?? String(err.statusCode)) : "error" } });
+    // what the owner gave and why it was refused; never what a name resolved to, nor the secret
+    await ctx.audit.record({ ...actor.audit, action: "sso.provider.create", outcome: "failure", orgId, targetType: "sso_provider", targetId: providerId, metadata: { issuer: input.issuer, domains, code: refusalCode(err) } });
     throw libraryError(err);
   }
   const row = await providerOf(ctx.db, orgId, providerId);

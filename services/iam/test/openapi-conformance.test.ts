@@ -109,7 +109,7 @@ describe.each(testDatabases())("IAM answers as its OpenAPI description says, on 
     database = await open();
     // a real OpenID provider, for an organization's single sign-on (registration reads its discovery document)
     idp = await startIdp({ redirectUris: ["http://127.0.0.1/unused"] });
-    stack = await startIamAndRegistry(database, { ssoProviderOrigins: [idp.origin] });
+    stack = await startIamAndRegistry(database);
     iam = stack.iam;
     const served = await fetch(`${stack.iamUrl}/openapi.json`);
     conformance = new Conformance((await served.json()) as Json);

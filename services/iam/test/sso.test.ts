@@ -5,14 +5,17 @@ import { member, orgPolicies, rateLimit, session, ssoProvider, user } from "../s
 import { call, createIam, joinOrg, operator, signUp, uniqueEmail, uniqueSlug, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { startIdp, type Idp } from "./support/oidc-idp.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
+import { approveProvider, callbackOf, localPath, orgWithOwner as newOrg, providerBody as bodyFor, registerProvider, SSO_IAM_URL as IAM_URL, startAt } from "./support/sso.js";
 
-const IAM_URL = "http://localhost:4100";
-const callbackOf = (slug: string) => `${IAM_URL}/api/auth/sso/callback/${slug}-oidc`;
+/** The operator's list of provider origins (CORE_SSO_PROVIDER_ORIGINS), with providers on loopback allowed as the tests' are. */
+const listing = (...origins: string[]) => ({ origins, allowPrivate: true, timeoutMs: 5000 });
 
 /**
  * Single sign-on per organization (issue 28, ADR 0026) against a real OpenID Connect provider
  * (`oidc-provider`) in this process: owners register it, operators approve its domains, people
- * sign in through it and join the organization; each refusal of the callback is a clear page.
+ * sign in through it and join the organization; each refusal of the callback is a clear page. The
+ * operator lists the provider's origin here (CORE_SSO_PROVIDER_ORIGINS); providers no operator
+ * listed are sso-provider-addresses.test.ts.
  */
 describe.each(testDatabases())("single sign-on per organization on $name", ({ open }) => {
   let database: DatabaseHandle;
@@ -25,7 +28,7 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
   beforeAll(async () => {
     database = await open();
     idp = await startIdp({ redirectUris: Object.values(slugs).map(callbackOf) });
-    iam = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviderOrigins: [idp.origin], rateLimits: { enabled: true, ssoStart: 1000, signUp: 1000, signIn: 1000 } } });
+    iam = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviders: listing(idp.origin), rateLimits: { enabled: true, ssoStart: 1000, signUp: 1000, signIn: 1000 } } });
     ops = await operator(iam);
   });
   afterAll(async () => {
@@ -33,31 +36,12 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     await database?.close();
   });
 
-  async function orgWithOwner(slug: string) {
-    const owner = await signUp(iam, uniqueEmail("owner"));
-    const r = await call(iam, "POST", "/api/core/organizations", { token: ops.token, body: { name: `Org ${slug}`, slug, ownerId: owner.userId } });
-    expect(r.status).toBe(201);
-    return { orgId: r.body.id as string, slug, owner };
-  }
-
-  const register = (orgId: string, by: SignedUp, body: Record<string, unknown>) => call(iam, "POST", `/api/core/organizations/${orgId}/sso-providers`, { token: by.token, body });
-  const providerBody = (domains: string[], extra: Record<string, unknown> = {}) => ({ issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, domains, ...extra });
-  const approve = (providerId: string) => call(iam, "POST", `/api/core/sso-providers/${providerId}/approval`, { token: ops.token });
-
-  /** Starts the organization's SSO in a page browser: the provider's authorization address. */
-  async function start(browser: PageBrowser, slug: string, next = "/account") {
-    const started = await browser.get(`/sign-in/sso?organization=${slug}&next=${encodeURIComponent(next)}`);
-    expect(started.status, started.html).toBe(302);
-    expect(started.location!.startsWith(`${idp.origin}/auth?`)).toBe(true);
-    return started.location!;
-  }
-
-  /** The path and query of IAM's callback the provider sent the browser back to. */
-  const local = (url: string) => {
-    const u = new URL(url);
-    expect(u.origin).toBe(IAM_URL);
-    return u.pathname + u.search;
-  };
+  const orgWithOwner = (slug: string) => newOrg(iam, ops, slug);
+  const register = (orgId: string, by: SignedUp, body: Record<string, unknown>) => registerProvider(iam, orgId, by, body);
+  const providerBody = (domains: string[], extra: Record<string, unknown> = {}) => bodyFor(idp, domains, extra);
+  const approve = (providerId: string) => approveProvider(iam, ops, providerId);
+  const start = (browser: PageBrowser, slug: string, next = "/account") => startAt(browser, idp, slug, next);
+  const local = localPath;
 
   let main: Awaited<ReturnType<typeof orgWithOwner>>;
   const domain = `${slugs.main}.example`;
@@ -95,7 +79,7 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     expect((await approve(`${slugs.main}-oidc`)).body.domainsApproved).toBe(true);
   });
 
-  it("refuses registration by an admin or member, a second provider, a domain another organization claims, and a provider that is not trusted", async () => {
+  it("refuses registration by an admin or member, a second provider, a domain another organization claims, and a provider outside the operator's list", async () => {
     const rival = await orgWithOwner(slugs.other);
     const member_ = await signUp(iam, uniqueEmail("member"));
     expect((await register(main.orgId, member_, providerBody([`x-${domain}`]))).status).toBe(403);
@@ -114,10 +98,11 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     await database.db.delete(ssoProvider).where(eq(ssoProvider.providerId, `race-${slugs.other}`));
     const junk = await register(rival.orgId, rival.owner, providerBody(["not a domain"]));
     expect(junk.status).toBe(400);
-    // an issuer IAM was not told to trust (ssoProviderOrigins): the plugin does not fetch it
-    const untrusted = await register(rival.orgId, rival.owner, { ...providerBody([`${slugs.other}.example`]), issuer: "http://127.0.0.2:9/" });
-    expect(untrusted.status).toBe(422);
-    expect(JSON.stringify(untrusted.body)).not.toContain(idp.clientSecret);
+    // an issuer outside the operator's list (CORE_SSO_PROVIDER_ORIGINS): IAM does not fetch it
+    const unlisted = await register(rival.orgId, rival.owner, { ...providerBody([`${slugs.other}.example`]), issuer: "http://127.0.0.2:9/" });
+    expect(unlisted.status).toBe(400);
+    expect(unlisted.body.error.message).toContain("is not among the identity provider origins this service allows");
+    expect(JSON.stringify(unlisted.body)).not.toContain(idp.clientSecret);
   });
 
   it("signs a person in through the provider on first sign-in: a user with a verified address, a member of the organization with the default role, back at next", async () => {
@@ -239,8 +224,8 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
     const down = await orgWithOwner(slugs.down);
     const second = await startIdp({ redirectUris: [callbackOf(slugs.down)] });
     const downIam = iam;
-    // IAM trusts this provider's origin too: a second app on the same database
-    const trusting = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviderOrigins: [idp.origin, second.origin] } });
+    // the operator lists this provider's origin too: a second app on the same database
+    const trusting = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviders: listing(idp.origin, second.origin) } });
     try {
       const r = await call(trusting, "POST", `/api/core/organizations/${down.orgId}/sso-providers`, {
         token: down.owner.token,
@@ -281,7 +266,7 @@ describe.each(testDatabases())("single sign-on per organization on $name", ({ op
   });
 
   it("limits SSO starts per client address (the library's limiter, counted in the database)", async () => {
-    const limited = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviderOrigins: [idp.origin], rateLimits: { enabled: true, ssoStart: 2, windowSeconds: 3600 } } });
+    const limited = await createIam(database, { config: { iamUrl: IAM_URL, ssoProviders: listing(idp.origin), rateLimits: { enabled: true, ssoStart: 2, windowSeconds: 3600 } } });
     // the starts of the tests before (one client address in-process) are forgotten
     await database.db.delete(rateLimit).where(like(rateLimit.key, "%/sign-in/sso%"));
     const browser = new PageBrowser(limited);
@@ -367,7 +352,7 @@ describe("the library's log of a refused SSO callback", () => {
 });
 
 describe("single sign-on configuration", () => {
-  it("reads CORE_SSO_PROVIDER_ORIGINS as origins, refuses anything else, and CORE_RATE_LIMIT_SSO_START", async () => {
+  it("reads CORE_SSO_PROVIDER_ORIGINS as origins and CORE_IAM_SSO_ALLOW_PRIVATE as 1 or 0 (on by default on the embedded database only), refuses anything else, and CORE_RATE_LIMIT_SSO_START", async () => {
     const { mkdtempSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
     const { join } = await import("node:path");
@@ -376,15 +361,31 @@ describe("single sign-on configuration", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "core-iam-sso-config-"));
     try {
       const load = (env: NodeJS.ProcessEnv) => loadIamConfig(loadCommonConfig({ CORE_DATA_DIR: dataDir, ...env }), { CORE_DATA_DIR: dataDir, ...env });
-      expect(load({}).ssoProviderOrigins).toEqual([]);
+      const onPostgres = { DATABASE_URL: "postgres://core@127.0.0.1:5432/core" };
+      expect(load({}).ssoProviders).toEqual({ origins: null, allowPrivate: true, timeoutMs: 10_000 });
+      expect(load(onPostgres).ssoProviders.allowPrivate).toBe(false);
+      expect(load({ ...onPostgres, CORE_IAM_SSO_ALLOW_PRIVATE: "1" }).ssoProviders.allowPrivate).toBe(true);
+      expect(load({ CORE_IAM_SSO_ALLOW_PRIVATE: "0" }).ssoProviders.allowPrivate).toBe(false);
       expect(load({}).rateLimits.ssoStart).toBe(10);
       const set = load({ CORE_SSO_PROVIDER_ORIGINS: "https://login.acme.example, http://localhost:8080/", CORE_RATE_LIMIT_SSO_START: "3" });
-      expect(set.ssoProviderOrigins).toEqual(["https://login.acme.example", "http://localhost:8080"]);
+      expect(set.ssoProviders.origins).toEqual(["https://login.acme.example", "http://localhost:8080"]);
       expect(set.rateLimits.ssoStart).toBe(3);
-      // IAM's own pages stay on their own trusted origins: the providers' are the library's only
+      // the providers are never the library's trusted origins, listed or not
       expect(set.trustedOrigins).not.toContain("https://login.acme.example");
-      for (const bad of ["login.acme.example", "https://login.acme.example/realms/acme", "ftp://x.example"]) {
-        expect(() => load({ CORE_SSO_PROVIDER_ORIGINS: bad }), bad).toThrow(ConfigError);
+      expect(load({ ...onPostgres, CORE_SSO_PROVIDER_ORIGINS: "https://login.acme.example" }).ssoProviders.origins).toEqual(["https://login.acme.example"]);
+      const refused: [NodeJS.ProcessEnv, string][] = [
+        [{ CORE_SSO_PROVIDER_ORIGINS: "login.acme.example" }, "must list origins"],
+        [{ CORE_SSO_PROVIDER_ORIGINS: "https://login.acme.example/realms/acme" }, "must list origins"],
+        [{ CORE_SSO_PROVIDER_ORIGINS: "ftp://x.example" }, "must list origins"],
+        [{ CORE_IAM_SSO_ALLOW_PRIVATE: "yes" }, "CORE_IAM_SSO_ALLOW_PRIVATE must be 1, 0 or unset"],
+        // listed origins that could never be used without the setting
+        [{ ...onPostgres, CORE_SSO_PROVIDER_ORIGINS: "http://login.acme.example" }, "need CORE_IAM_SSO_ALLOW_PRIVATE=1"],
+        [{ CORE_IAM_SSO_ALLOW_PRIVATE: "0", CORE_SSO_PROVIDER_ORIGINS: "https://10.1.2.3" }, "need CORE_IAM_SSO_ALLOW_PRIVATE=1"],
+        [{ CORE_IAM_SSO_ALLOW_PRIVATE: "0", CORE_SSO_PROVIDER_ORIGINS: "https://localhost:8443" }, "need CORE_IAM_SSO_ALLOW_PRIVATE=1"],
+      ];
+      for (const [env, message] of refused) {
+        expect(() => load(env), JSON.stringify(env)).toThrow(ConfigError);
+        expect(() => load(env), JSON.stringify(env)).toThrow(message);
       }
     } finally {
       rmSync(dataDir, { recursive: true, force: true });

@@ -1,12 +1,27 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
-import { ApiError, rawRequestOf, type ServiceApp } from "@core/kit";
+import { ApiError, clientIpOf, rawRequestOf, type ServiceApp } from "@core/kit";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary } from "../auth-library.js";
-import { organization, ssoProvider } from "../db/schema.js";
+import { ssoProvider } from "../db/schema.js";
 import { membershipsOf } from "../organizations.js";
 import { rolesOf } from "../permissions.js";
-import { deleteProvider, providersOf, providerView, registerProvider, SSO_JOIN_ROLES, SSO_REFUSALS, updateProvider, type SsoActor, type SsoJoinRole, type SsoProviderView } from "../sso.js";
+import {
+  deleteProvider,
+  providerAddresses,
+  providerRefusedNow,
+  providersOf,
+  providerToStart,
+  providerView,
+  registerProvider,
+  SSO_JOIN_ROLES,
+  SSO_REFUSALS,
+  updateProvider,
+  type SsoActor,
+  type SsoJoinRole,
+  type SsoProviderRow,
+  type SsoProviderView,
+} from "../sso.js";
 import { actorOf } from "../access.js";
 import { csrfToken, ensureBrowserBinding } from "./csrf.js";
 import { Alert, CsrfField, Field, Layout, type Viewer } from "./layout.js";
@@ -20,6 +35,7 @@ export function ssoErrorText(code: string): { text: string; status: 400 | 502 } 
   if (code === SSO_REFUSALS.unverifiedEmail) return { text: "Your identity provider did not confirm that your address is verified, so we cannot sign you in with it. Ask your administrator.", status: 400 };
   if (/state|restart/i.test(code)) return { text: "This sign-in was not started here, or took too long. Start it again below.", status: 400 };
   if (code === "access_denied") return { text: "The sign-in was cancelled at your identity provider.", status: 400 };
+  if (code === SSO_REFUSALS.providerNotAllowed) return { text: PROVIDER_NOT_ALLOWED, status: 502 };
   if (code === "invalid_provider" || code === "discovery_failed") return { text: "Your organization's identity provider could not be reached, or its answer could not be verified. Try again in a moment; if it keeps failing, tell your administrator.", status: 502 };
   return { text: "Single sign-on did not complete. Start it again below.", status: 400 };
 }
@@ -55,7 +71,7 @@ function SsoSignInPage(props: { csrf: string; next: string | null; email?: strin
  */
 async function withProviderFormAction(ctx: IamContext, response: Response): Promise<Response> {
   const rows = await ctx.db.select({ oidcConfig: ssoProvider.oidcConfig }).from(ssoProvider).where(eq(ssoProvider.domainVerified, true));
-  const origins = new Set(ctx.config.ssoProviderOrigins);
+  const origins = new Set<string>();
   for (const row of rows) {
     try {
       const endpoint = (JSON.parse(row.oidcConfig ?? "{}") as { authorizationEndpoint?: unknown }).authorizationEndpoint;
@@ -74,24 +90,31 @@ const showSso = async (c: Context, ctx: IamContext, markup: Parameters<typeof re
 const browserCsrf = (c: Context, ctx: IamContext) => csrfToken(ctx.session.secret, ensureBrowserBinding(c, ctx.config.secureCookies));
 
 /**
- * Starts the plugin's OIDC flow (its `POST /sign-in/sso`, through the library's handler so its rate
- * limit counts the start per client address) and sends the browser to the provider with the
- * plugin's state cookie. The call carries no cookie nor origin of the browser: it is our server
- * asking, so the library's browser checks do not refuse a start reached by a plain link.
+ * The plugin's sign-in start (its `POST /sign-in/sso`, through the library's handler so its rate
+ * limit counts each start per client address) for the provider IAM chose, named by its id so the
+ * plugin starts that one, in the provider's scope (sso-connections.ts): the plugin trusts the
+ * provider's origins for this call only, and connects to them only through the SSRF guard.
  */
-async function startSso(c: Context, ctx: IamContext, by: { organizationSlug: string } | { email: string }, next: string | null): Promise<Response | { refused: string; status: 400 | 404 | 429 }> {
-  const request = new Request(new URL("/api/auth/sign-in/sso", ctx.config.iamUrl), {
-    method: "POST",
-    headers: { "content-type": "application/json", "user-agent": c.req.header("user-agent") ?? "" },
-    body: JSON.stringify({
-      ...by,
-      ...("email" in by ? { loginHint: by.email } : {}),
-      callbackURL: next ? libraryCallback(next) : "/",
-      newUserCallbackURL: next ? libraryCallback(next) : "/account",
-      errorCallbackURL: next ? `/sign-in/sso?next=${encodeURIComponent(next)}` : "/sign-in/sso",
-    }),
-  });
-  const answer = await callAuthLibrary(c, ctx, request);
+const callStart = (c: Context, ctx: IamContext, provider: SsoProviderRow, body: Record<string, unknown>, headers: Headers) =>
+  ctx.ssoConnections.inProviderScope(providerAddresses(provider), () =>
+    callAuthLibrary(c, ctx, new Request(new URL("/api/auth/sign-in/sso", ctx.config.iamUrl), { method: "POST", headers, body: JSON.stringify({ ...body, providerId: provider.providerId }) })),
+  );
+
+/**
+ * Starts the provider's OIDC flow and sends the browser there with the plugin's state cookie. The
+ * call carries no cookie nor origin of the browser: it is our server asking, so the library's
+ * browser checks do not refuse a start reached by a plain link; its addresses to come back to are
+ * IAM's own paths.
+ */
+async function startSso(c: Context, ctx: IamContext, provider: SsoProviderRow, email: string | null, next: string | null): Promise<Response | { refused: string; status: 400 | 404 | 429 | 502 }> {
+  if (providerRefusedNow(ctx, provider)) return { refused: PROVIDER_NOT_ALLOWED, status: 502 };
+  const headers = new Headers({ "content-type": "application/json", "user-agent": c.req.header("user-agent") ?? "" });
+  const answer = await callStart(c, ctx, provider, {
+    ...(email ? { email, loginHint: email } : {}),
+    callbackURL: next ? libraryCallback(next) : "/",
+    newUserCallbackURL: next ? libraryCallback(next) : "/account",
+    errorCallbackURL: next ? `/sign-in/sso?next=${encodeURIComponent(next)}` : "/sign-in/sso",
+  }, headers);
   if (answer.status === 429) {
     const retryAfter = answer.headers.get("retry-after") ?? "60";
     c.header("retry-after", retryAfter);
@@ -108,6 +131,39 @@ async function startSso(c: Context, ctx: IamContext, by: { organizationSlug: str
   c.header("cache-control", "no-store");
   return c.redirect(url, 302);
 }
+
+/** The plugin's addresses to come back to in a start's body, with the library's code for each refused one. */
+const START_RETURNS = { callbackURL: "INVALID_CALLBACK_URL", errorCallbackURL: "INVALID_ERROR_CALLBACK_URL", newUserCallbackURL: "INVALID_NEW_USER_CALLBACK_URL" } as const;
+
+/**
+ * A start sent to the library's route by a client: the library judges its Origin (a browser's
+ * write) and where it comes back to against its trusted origins, which during the provider's scope
+ * include the provider's. So what only the scope would let through (the provider's origin, where it
+ * is not one IAM trusts anyway) is refused here first, as the library refuses an untrusted one: the
+ * scope changes nothing about who may start a sign-in nor where a browser may return.
+ */
+function refuseProviderOnlyOrigins(c: Context, ctx: IamContext, provider: SsoProviderRow, body: Record<string, unknown>) {
+  const providerOnly = new Set(providerAddresses(provider).map(originOfAddress));
+  for (const trusted of [...ctx.config.trustedOrigins, new URL(ctx.config.iamUrl).origin]) providerOnly.delete(trusted);
+  // the library reads the Referer where a browser sent no Origin
+  if (providerOnly.has(originOfAddress(c.req.header("origin") || c.req.header("referer") || ""))) throw new ApiError(403, "INVALID_ORIGIN", "Invalid origin");
+  for (const [field, code] of Object.entries(START_RETURNS)) {
+    const value = body[field];
+    if (typeof value === "string" && providerOnly.has(originOfAddress(value))) throw new ApiError(403, code, `Invalid ${field}: the identity provider is no place to come back to`);
+  }
+}
+
+const originOfAddress = (address: string) => {
+  try {
+    return new URL(address).origin;
+  } catch {
+    return "";
+  }
+};
+
+const bodyText = (body: Record<string, unknown>, field: string) => (typeof body[field] === "string" ? (body[field] as string).slice(0, 320) : undefined);
+
+const PROVIDER_NOT_ALLOWED = "Your organization's identity provider is at an address this service does not connect to. Tell your administrator.";
 
 const NO_PROVIDER_FOR_ORG = "This organization has no single sign-on. Sign in another way.";
 const NO_PROVIDER_FOR_EMAIL = "No organization signs in addresses like this one through single sign-on. Sign in with a password or an emailed link.";
@@ -178,7 +234,7 @@ function OwnerSsoPage(props: { viewer: Viewer; orgs: { orgId: string; name: stri
               <form method="post" action="/account/sso">
                 <CsrfField token={props.viewer.csrf} />
                 <input type="hidden" name="orgId" value={org.orgId} />
-                <Field name="issuer" id={`issuer-${org.slug}`} label="Issuer URL" maxlength={1024} hint="The provider's issuer, as its /.well-known/openid-configuration names it." describedBy={error ? errorId : null} />
+                <Field name="issuer" id={`issuer-${org.slug}`} label="Issuer URL" maxlength={1024} hint="The provider's issuer, an https address, as its /.well-known/openid-configuration names it." describedBy={error ? errorId : null} />
                 <Field name="clientId" id={`client-id-${org.slug}`} label="Client id" maxlength={255} />
                 <Field name="clientSecret" id={`client-secret-${org.slug}`} label="Client secret" type="password" autocomplete="off" maxlength={1024} />
                 <Field name="domains" id={`domains-${org.slug}`} label="Email domains" maxlength={2000} hint="Comma-separated, like example.com, example.org. An operator approves them before anyone signs in." />
@@ -228,14 +284,9 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       const organizationSlug = c.req.query("organization");
       if (organizationSlug) {
         // an organization without a provider (or none of that slug): the plugin's answer would be a bare 400
-        const [known] = await ctx.db
-          .select({ id: ssoProvider.id })
-          .from(ssoProvider)
-          .innerJoin(organization, eq(organization.id, ssoProvider.organizationId))
-          .where(eq(organization.slug, organizationSlug.slice(0, 63)))
-          .limit(1);
-        if (!known) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text: NO_PROVIDER_FOR_ORG }} />, 404);
-        const started = await startSso(c, ctx, { organizationSlug: organizationSlug.slice(0, 63) }, next);
+        const provider = await providerToStart(ctx.db, { organizationSlug: organizationSlug.slice(0, 63) });
+        if (!provider) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text: NO_PROVIDER_FOR_ORG }} />, 404);
+        const started = await startSso(c, ctx, provider, null, next);
         if (started instanceof Response) return started;
         const text = started.status === 404 ? NO_PROVIDER_FOR_ORG : started.refused;
         return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} notice={{ kind: "error", text }} />, started.status);
@@ -253,8 +304,18 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
   // where the sign-in began (a state it did not issue to this browser): the library sends that to
   // its own bare error page, and the person is better served by the SSO page's sentence and a way
   // to start again. (The library's global `onAPIError.errorURL` would do it for every route.)
+  //
+  // The callback runs in the provider's scope: the code exchange, the key set and the userinfo
+  // request are connections to the provider, through the SSRF guard. A provider the rule refuses now
+  // (sso-connections.ts) is not called at all.
   app.get("/api/auth/sso/callback/:providerId", async (c) => {
-    const answer = await callAuthLibrary(c, ctx, await rawRequestOf(c));
+    const provider = await providerToStart(ctx.db, { providerId: c.req.param("providerId").slice(0, 200) });
+    if (provider && providerRefusedNow(ctx, provider)) {
+      await ctx.audit.record({ action: "auth.sso.sign_in", outcome: "failure", actorType: "anonymous", orgId: provider.organizationId, ip: clientIpOf(c), userAgent: c.req.header("user-agent") ?? null, requestId: c.get("requestId"), metadata: { code: SSO_REFUSALS.providerNotAllowed, providerId: provider.providerId } });
+      return c.redirect(`/sign-in/sso?error=${SSO_REFUSALS.providerNotAllowed}`, 302);
+    }
+    const callback = async () => callAuthLibrary(c, ctx, await rawRequestOf(c));
+    const answer = provider ? await ctx.ssoConnections.inProviderScope(providerAddresses(provider), callback) : await callback();
     const location = answer.headers.get("location");
     if (answer.status !== 302 || !location) return answer;
     const target = new URL(location, ctx.config.iamUrl);
@@ -265,6 +326,26 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
     return moved;
   });
 
+  // The library's own start route, for clients that start single sign-on themselves: the provider the
+  // body names is judged and started as the page does; where none is found the plugin answers itself.
+  app.post("/api/auth/sign-in/sso", async (c) => {
+    let body: Record<string, unknown> | null = null;
+    try {
+      const parsed: unknown = /json/i.test(c.req.header("content-type") ?? "") ? JSON.parse(await c.req.text()) : null;
+      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) body = parsed as Record<string, unknown>;
+    } catch {
+      // not JSON: the library answers that
+    }
+    const by = body && { providerId: bodyText(body, "providerId"), organizationSlug: bodyText(body, "organizationSlug"), email: bodyText(body, "email"), domain: bodyText(body, "domain") };
+    const provider = by ? await providerToStart(ctx.db, by) : null;
+    if (!body || !provider) return callAuthLibrary(c, ctx, await rawRequestOf(c));
+    if (providerRefusedNow(ctx, provider)) throw new ApiError(502, "UPSTREAM_UNAVAILABLE", "The organization's identity provider is at an address this service does not connect to");
+    refuseProviderOnlyOrigins(c, ctx, provider, body);
+    const headers = new Headers(c.req.raw.headers);
+    headers.delete("content-length");
+    return callStart(c, ctx, provider, body, headers);
+  });
+
   app.post(
     "/sign-in/sso",
     page(ctx, async (c) => {
@@ -272,7 +353,9 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       const next = safeNext(form.next, ctx.config.returnOrigins);
       const email = (form.email ?? "").trim().slice(0, 320);
       if (!/^[^@\s]+@[^@\s]+$/.test(email)) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text: "Enter your work email address." }} />, 400);
-      const started = await startSso(c, ctx, { email }, next);
+      const provider = await providerToStart(ctx.db, { email });
+      if (!provider) return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text: NO_PROVIDER_FOR_EMAIL }} />, 404);
+      const started = await startSso(c, ctx, provider, email, next);
       if (started instanceof Response) return started;
       const text = started.status === 404 ? NO_PROVIDER_FOR_EMAIL : started.refused;
       return showSso(c, ctx, <SsoSignInPage csrf={browserCsrf(c, ctx)} next={next} email={email} notice={{ kind: "error", text }} />, started.status);

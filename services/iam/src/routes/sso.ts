@@ -25,7 +25,13 @@ const ClientSecret = z.string().min(1).max(1024);
 
 const CreateSsoProviderInput = z
   .object({
-    issuer: z.url({ protocol: /^https?$/ }).max(1024),
+    issuer: z
+      .url({ protocol: /^https?$/ })
+      .max(1024)
+      .openapi({
+        description:
+          "The provider's issuer, as its /.well-known/openid-configuration names it: an https address whose name resolves to a public address (http, loopback and private addresses only where the operator allows them), among the operator's origins when a list is set; IAM reads the discovery document and checks each endpoint in it the same way (400 naming why)",
+      }),
     clientId: ClientId,
     clientSecret: ClientSecret,
     domains: Domains,

@@ -65,7 +65,8 @@ export function testConfig(overrides: ConfigOverrides = {}): IamConfig {
     orgSetupRecoveryMs: 60_000,
     invitationSeconds: 7 * 86400,
     bootstrapToken: undefined,
-    ssoProviderOrigins: [],
+    // as on the embedded database: providers on loopback (the tests' own) are allowed, and no list narrows them
+    ssoProviders: { origins: null, allowPrivate: true, timeoutMs: 5000 },
     activationUrl: `${overrides.iamUrl ?? "http://localhost:4100"}/device`,
     deviceCodeSeconds: 600,
     deviceIntervalSeconds: 5,

@@ -1,6 +1,12 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import Provider from "oidc-provider";
+import { Agent, fetch as undiciFetch } from "undici";
 
 /** A person the identity provider knows: `login` is what they type on its sign-in page. */
 export interface IdpAccount {
@@ -9,17 +15,44 @@ export interface IdpAccount {
   name: string;
 }
 
+/** A certificate for `hostname` (and 127.0.0.1), self-signed with the openssl command: the provider's and its own authority. */
+export function certificateFor(hostname: string): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), "idp-tls-"));
+  try {
+    execFileSync("openssl", [
+      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+      "-subj", `/CN=${hostname}`, "-addext", `subjectAltName=DNS:${hostname},IP:127.0.0.1`,
+      "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
+    ], { stdio: "ignore" });
+    return { key: readFileSync(join(dir, "key.pem"), "utf8"), cert: readFileSync(join(dir, "cert.pem"), "utf8") };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * A real OpenID Connect provider (`oidc-provider`, ESM) in the test process, on 127.0.0.1 with a
  * random port: one confidential client whose redirect URI is IAM's SSO callback, accounts added by
  * the tests, and the library's own development sign-in and consent pages (any password works).
+ * With `tls` it serves https under `hostname` (which only the tests' resolvers know: they answer
+ * 127.0.0.1 for it); every request it receives is noted in `requests`.
  */
-export async function startIdp(options: { clientId?: string; clientSecret?: string; redirectUris: string[] }) {
+export async function startIdp(options: { clientId?: string; clientSecret?: string; redirectUris: string[]; tls?: { key: string; cert: string }; hostname?: string }) {
   const accounts = new Map<string, IdpAccount>();
+  const requests: string[] = [];
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | null = null;
-  const server: Server = createServer((req, res) => handler!(req, res));
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    requests.push(`${req.method} ${(req.url ?? "/").split("?")[0]}`);
+    handler!(req, res);
+  };
+  const server: Server = options.tls ? createTlsServer(options.tls, serve) : createServer(serve);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const port = (server.address() as AddressInfo).port;
+  const origin = options.tls ? `https://${options.hostname ?? "127.0.0.1"}:${port}` : `http://127.0.0.1:${port}`;
+  // the test's browser: it knows the provider's name and trusts its certificate
+  const browser = options.tls
+    ? new Agent({ connect: { ca: options.tls.cert, lookup: (_host: string, _options: object, callback: (err: null, address: { address: string; family: number }[]) => void) => callback(null, [{ address: "127.0.0.1", family: 4 }]) } as never })
+    : undefined;
   const clientId = options.clientId ?? "core-iam";
   const clientSecret = options.clientSecret ?? "idp-client-secret-0123456789abcdef";
   const provider = new Provider(origin, {
@@ -48,6 +81,8 @@ export async function startIdp(options: { clientId?: string; clientSecret?: stri
   return {
     issuer: origin,
     origin,
+    port,
+    requests,
     clientId,
     clientSecret,
     provider,
@@ -62,9 +97,11 @@ export async function startIdp(options: { clientId?: string; clientSecret?: stri
       let url = authorizationUrl;
       let init: RequestInit = { method: "GET" };
       for (let step = 0; step < 12; step++) {
-        const headers = new Headers(init.headers);
-        if (cookies.size > 0) headers.set("cookie", [...cookies].map(([k, v]) => `${k}=${v}`).join("; "));
-        const response = await fetch(url, { ...init, headers, redirect: "manual" });
+        const headers: Record<string, string> = { ...(init.headers as Record<string, string> | undefined) };
+        if (cookies.size > 0) headers.cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+        const response = browser
+          ? await undiciFetch(url, { method: init.method, body: init.body as string | undefined, headers, redirect: "manual", dispatcher: browser })
+          : await fetch(url, { ...init, headers, redirect: "manual" });
         for (const c of response.headers.getSetCookie()) {
           const [pair] = c.split(";");
           const at = pair!.indexOf("=");
@@ -91,6 +128,7 @@ export async function startIdp(options: { clientId?: string; clientSecret?: stri
     async close() {
       if (!open) return;
       open = false;
+      await browser?.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
