@@ -98,6 +98,8 @@ describe("no credential in any log line or span of a whole run of npm start", { 
   let urls: Record<ServiceName, string>;
   /** what each secret is → the secret; never printed */
   const secrets = new Map<string, string>();
+  /** ids that are not secrets, which the log must keep readable */
+  const ids = new Map<string, string>();
   const keep = (what: string, value: string | null | undefined) => {
     expect(value, `${what}: the flow did not give one`).toBeTruthy();
     // shorter values could turn up in a log by chance (a time stamp's digits), not by a leak
@@ -171,6 +173,7 @@ describe("no credential in any log line or span of a whole run of npm start", { 
     const setup = await json(await at("iam", "/api/core/org-setup", jsonBody({ name: "Log check", slug: `log-check-${Date.now().toString(36)}` }, { cookie: owner.cookie, origin: urls.iam })));
     expect(setup.status, JSON.stringify(setup.body)).toBe(201);
     const { orgId, platformId } = setup.body as { orgId: string; platformId: string };
+    ids.set("organization", orgId).set("platform", platformId);
     const wrong = `wrong-password-${randomBytes(6).toString("hex")}`;
     keep("wrong password", wrong);
     expect((await call(iam, "POST", "/api/auth/sign-in/email", { headers: { origin: iam.origin }, body: { email: owner.email, password: wrong } })).status).toBe(401);
@@ -314,6 +317,7 @@ describe("no credential in any log line or span of a whole run of npm start", { 
     );
     expect(paid.status, JSON.stringify(paid.body)).toBeLessThan(300);
     const invoiceId = paid.body.invoice.id as string;
+    ids.set("invoice", invoiceId);
     const setupIntent = await json(await at("billing", `/api/billing/setup-intent?platformId=${platformId}`, { method: "POST", headers: bearer(owner.token) }));
     expect(setupIntent.status, JSON.stringify(setupIntent.body)).toBe(201);
     keep("card setup secret", setupIntent.body.clientSecret);
@@ -350,7 +354,9 @@ describe("no credential in any log line or span of a whole run of npm start", { 
     await ask("iam", `/api/core/session?${inQuery("api_key", key)}`, { headers: bearer(owner.token) });
     await ask("platform-registry", `/platforms/${key}`, { headers: { "x-api-key": key } });
     await ask("platform-registry", `/platforms/${platformId}?${inQuery("token", registryToken)}`, { headers: bearer(registryToken) });
-    await ask("stack-registry", `/api/v1/stacks/${cliToken}`, { headers: bearer(cliToken) });
+    // (a session token, the CLI's access token among them, is 32 letters and digits, the shape of the
+    // library's ids: no rule can tell one in a path from an organization's id, and none belongs there)
+    await ask("stack-registry", `/api/v1/stacks/${registryToken}?${inQuery("access_token", cliToken)}`, { headers: bearer(cliToken) });
     await ask("stack-registry", `/api/v1/stacks/${device.device_code}?${inQuery("refresh_token", refreshed.body.refresh_token)}`, { headers: bearer(cliToken) });
     await ask("vault", `/mcp?${inQuery("access_token", accessToken)}`, { method: "POST", headers: { ...mcp, ...bearer(accessToken) }, body: JSON.stringify(initialize) });
     await ask("billing", `/operator/webhook-endpoints/${billingHook.body.secret}`, { headers: bearer(op.token) });
@@ -383,5 +389,26 @@ describe("no credential in any log line or span of a whole run of npm start", { 
       for (const span of spans.filter((s) => found(JSON.stringify(s)))) leaks.push(`${what} is in the span "${span.name}" of ${span.service}`);
     }
     expect([...new Set(leaks)]).toEqual([]);
+
+    // what is not a secret stays readable: the route table decides, and ids keep their value
+    const paths = new Set(requestLines.map((line) => (JSON.parse(line) as { path: string }).path));
+    const [orgId, platformId] = [ids.get("organization")!, ids.get("platform")!];
+    for (const path of [
+      "/portal/[redacted]",
+      "/portal/[redacted]/invoices/[redacted]/pdf".replace("invoices/[redacted]", `invoices/${ids.get("invoice")}`),
+      "/portal/open",
+      "/api/auth/reset-password/[redacted]",
+      "/invitations/[redacted]",
+      "/invitations/[redacted]/accept",
+      `/api/core/organizations/${orgId}/invitations/[redacted]`,
+      `/platforms/${platformId}`,
+      "/platforms/[redacted]",
+      "/api/v1/stacks/[redacted]",
+    ]) {
+      expect(paths, path).toContain(path);
+    }
+    const pathOf = (span: (typeof spans)[number]) => span.attributes.find((a) => a.key === "url.path")?.value.stringValue;
+    expect(spans.filter((span) => span.service === "billing" && span.name === "GET /portal/:id").map(pathOf)).toContain("/portal/[redacted]");
+    expect(spans.filter((span) => span.service === "billing" && span.name === "GET /portal/open").map(pathOf)).toContain("/portal/open");
   });
 });
