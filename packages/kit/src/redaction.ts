@@ -8,7 +8,7 @@
  *   `secretPathParameters`), where the secret has no shape of its own (a reset token, an
  *   invitation id).
  *
- * Ids that are not secrets (`inv_…`, `plt_…`, an organization's id) stay readable: an operator needs them.
+ * Ids that are not secrets (`in_…` invoices, `plt_…` platforms, an organization's id) stay readable: an operator needs them.
  */
 
 export const REDACTED = "[redacted]";
