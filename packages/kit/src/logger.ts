@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type LogFn, type Logger, type LoggerOptions } from "pino";
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
 import { ConfigError } from "./config.js";
 import { isSecretName, namesAnError, REDACTED, redactText } from "./redaction.js";
 
@@ -27,8 +27,9 @@ function censored(value: unknown, name: string | undefined, depth: number): unkn
     return copy ?? value;
   }
   if (value instanceof Error) return censoredFields(errorFields(value), depth);
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return value;
+  // what JSON would write for it: a URL its address, a Date its time
+  const toJSON = (value as { toJSON?: () => unknown }).toJSON;
+  if (typeof toJSON === "function") return censored(toJSON.call(value), undefined, depth + 1);
   return censoredFields(value as Record<string, unknown>, depth);
 }
 
@@ -67,9 +68,10 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL || "
     base,
     formatters: { log: (object) => censored(object, undefined, 0) as Record<string, unknown> },
     hooks: {
+      // the message (and any text interpolated into it); `args` is pino's own copy of the call's arguments
       logMethod(args, method) {
-        const scrubbed = args.map((arg) => (typeof arg === "string" ? redactText(arg) : arg)) as Parameters<LogFn>;
-        return method.apply(this, scrubbed);
+        for (let i = 0; i < args.length; i++) if (typeof args[i] === "string") args[i] = redactText(args[i] as string);
+        return method.apply(this, args);
       },
     },
   };

@@ -23,16 +23,23 @@ export const REDACTED = "[redacted]";
 const PREFIX = String.raw`(?:core_|bps_|whsec_|[sr]k_(?:live|test)_|_secret_)`;
 /** a prefix's random part: at least 16 characters, judged by `looksRandom` (so `core_db_pool_connections` stays) */
 const BODY = String.raw`([A-Za-z0-9_-]{16,})`;
-/** a JWT (service tokens, CLI and OAuth access tokens, verification links): three base64url parts, the first a JSON header */
-const JWT = String.raw`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`;
+/**
+ * a JWT (service tokens, CLI and OAuth access tokens, verification links): three base64url parts,
+ * the first a JSON header, beginning where a word does
+ */
+const JWT = String.raw`(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`;
 /**
  * A long run that may be random bytes: 40 or more base64url characters (32 random bytes are 43:
  * device codes, refresh tokens, the data directory's secrets) or hex digits, judged by `looksRandom`,
  * so a long slug or word stays.
  */
 const LONG_RUN = String.raw`[A-Za-z0-9_-]{40,}`;
-/** `name=value` in a query string or in text: the value goes when the name is a secret's */
-const NAMED = String.raw`([A-Za-z][A-Za-z0-9_.-]*)=([^&\s"'<>;,]+)`;
+/**
+ * `name=value` in a query string or in text: the value goes when the name is a secret's. A name
+ * begins where a word does (the look-behind), so a long text is read once, not again from each of
+ * its characters.
+ */
+const NAMED = String.raw`(?<![A-Za-z0-9_.-])([A-Za-z][A-Za-z0-9_.-]*)=([^&\s"'<>;,]+)`;
 
 const SHAPED = new RegExp(`${NAMED}|${PREFIX}${BODY}|(${JWT})|(${LONG_RUN})`, "g");
 const PREFIXED = new RegExp(`${PREFIX}${BODY}`);

@@ -92,12 +92,17 @@ describe("logger", () => {
     const portal = `bps_${randomBytes(32).toString("base64url")}`;
     const jwt = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJhZGEifQ.c2lnbmF0dXJlLXNlY3JldA";
     createLogger("billing", "info", out.stream).error(
-      { err: { message: `the auth library answered 500 to GET /verify-email?token=${jwt}&callbackURL=%2F` }, url: `http://127.0.0.1/portal/${portal}` },
+      {
+        err: { message: `the auth library answered 500 to GET /verify-email?token=${jwt}&callbackURL=%2F` },
+        url: `http://127.0.0.1/portal/${portal}`,
+        address: new URL(`http://127.0.0.1/verify?token=plain-token-5ecret`),
+      },
       `failed for ${portal}`,
     );
     const text = out.text();
     expect(text).not.toContain(portal);
     expect(text).not.toContain(jwt);
+    expect(text).not.toContain("plain-token-5ecret");
     const [record] = out.records() as [{ err: { message: string }; msg: string }];
     expect(record.err.message).toBe("the auth library answered 500 to GET /verify-email?token=[redacted]&callbackURL=%2F");
     expect(record.msg).toBe("failed for [redacted]");

@@ -43,6 +43,13 @@ describe("credentials by their shape", () => {
     expect(redactText("code=ECONNREFUSED limit=10")).toBe("code=ECONNREFUSED limit=10");
   });
 
+  it("reads a long text once: what no shape matches costs no more than its length (a quadratic reading took seconds here)", () => {
+    const started = performance.now();
+    for (const text of ["a.".repeat(50_000) + "=", "eyJ".repeat(30_000) + ".", "x_secret_".repeat(10_000), `${"A".repeat(39)}-`.repeat(2_500)]) redactText(text);
+    // linear, these take a few milliseconds; read again from each character they took five seconds
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
   it("names secrets without regard to case, dashes or underscores", () => {
     for (const name of ["password", "newPassword", "refresh_token", "x-api-key", "clientSecret", "Authorization", "cookie", "code", "state", "user_code", "code_verifier", "backupCodes", "totpURI"]) {
       expect(isSecretName(name), name).toBe(true);
