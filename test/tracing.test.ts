@@ -1,5 +1,3 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger, listen, startTracing, type RunningServer, type Tracing } from "@core/kit";
 import { applyMigrations, openDatabase, testDatabases, type DatabaseHandle } from "@core/storage";
@@ -14,6 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launch, replicaPorts, type Launched } from "./support/launched.js";
+import { startCollector } from "./support/otlp-collector.js";
 
 /**
  * W3C Trace Context across services (DESIGN §10): a request to the platform registry that makes it
@@ -115,50 +114,6 @@ describe("one trace in two services' logs", { timeout: 60_000 }, () => {
     expect(requestLines(pair.logs.iam, "/api/validate-session").map((line) => line.traceId)).toContain(registryLine.traceId);
   });
 });
-
-/** A stand-in OpenTelemetry collector: keeps every OTLP/HTTP JSON export posted to /v1/traces. */
-async function startCollector() {
-  const exports: { path: string; contentType: string | undefined; body: OtlpExport }[] = [];
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      exports.push({ path: req.url ?? "", contentType: req.headers["content-type"], body: JSON.parse(Buffer.concat(chunks).toString()) as OtlpExport });
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end("{}");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    exports,
-    /** every span received, with the service.name of its resource */
-    spans: () =>
-      exports.flatMap(({ body }) =>
-        body.resourceSpans.flatMap((resourceSpans) => {
-          const service = resourceSpans.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue;
-          return resourceSpans.scopeSpans.flatMap((scope) => scope.spans.map((span) => ({ ...span, service })));
-        }),
-      ),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-interface OtlpAttribute {
-  key: string;
-  value: { stringValue?: string; intValue?: number | string };
-}
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes: OtlpAttribute[];
-}
-interface OtlpExport {
-  resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
-}
 
 // OTLP's SpanKind (opentelemetry-proto trace.proto)
 const SERVER = 2;

@@ -3,15 +3,17 @@ import type { Context, Handler, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
+import type { RouterRoute } from "hono/types";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, envelope, isUnreachable, upstreamUnavailable, validationError } from "./errors.js";
-import { loggablePath, type Logger } from "./logger.js";
+import type { Logger } from "./logger.js";
+import { loggablePath, SecretRoutes } from "./redaction.js";
 import { ServiceMetrics, withinTime } from "./metrics.js";
 import { renderApiReference } from "./api-reference.js";
 import { ErrorEnvelopeSchema, jsonContent, withKitStatuses } from "./openapi.js";
 import { screenFormBody, screenJsonBody, screenPathAndQuery } from "./input-screen.js";
-import { KitRouter } from "./router.js";
+import { isKitRoute, KitRouter } from "./router.js";
 import { isJsonMediaType, mediaTypeOf } from "./media-type.js";
 import { tracingFor, type RequestTrace, type Tracing } from "./tracing.js";
 
@@ -19,6 +21,8 @@ export interface KitVariables {
   requestId: string;
   /** the request's span in its W3C trace (./tracing.ts) */
   trace: RequestTrace;
+  /** the service's secret path parameters, for loggablePathOf */
+  secretRoutes: SecretRoutes;
 }
 
 export type KitEnv = { Variables: KitVariables };
@@ -61,6 +65,13 @@ export interface ServiceAppOptions {
    * rejects to refuse. It runs inside the kit's one middleware, a layer fewer per request (ADR 0005).
    */
   guard?: (c: Context) => Promise<unknown> | undefined;
+  /**
+   * the path parameters that are secrets, by route pattern: `{ "/portal/:id": ["id"] }`. A pattern
+   * covers its route and every route below it; a request line, a span and loggablePathOf show such a
+   * parameter as `[redacted]` (./redaction.ts, docs/vault/implementation/service-kit.md). Credentials
+   * with a shape of their own (`core_…`, `bps_…`, JWTs) are redacted without a declaration.
+   */
+  secretPathParameters?: Record<string, readonly string[]>;
 }
 
 /** Whether a request path is `prefix` or below it (`/platforms`, `/platforms/p1`, not `/platformsx`): a guard's scope. */
@@ -85,6 +96,27 @@ const HealthSchema = z
     checks: z.record(z.string(), z.object({ status: z.enum(["ok", "fail"]), latencyMs: z.number().int(), error: z.string().optional() })),
   })
   .openapi("Health");
+
+/**
+ * A request's path (or `path`, another path it stands for) as it may be logged or put in a span:
+ * credentials by their shape and the secret path parameters the service declared for the route that
+ * answers it, redacted (./redaction.ts). Every log line that names a path takes it from here.
+ */
+export function loggablePathOf(c: Context, path: string = c.req.path): string {
+  const secrets = (c.get("secretRoutes" as never) as SecretRoutes | undefined) ?? SecretRoutes.none;
+  return loggablePath(path, secrets, path === c.req.path ? answeringRoute(c)?.path : undefined);
+}
+
+/**
+ * The route that answers the request: hono moves `routeIndex` along the chain it runs, so of two
+ * routes a path matches (`/portal/open` and `/portal/:id`) it names the one that answered. When the
+ * kit answered before any route ran (a refusal), the route the request was headed for.
+ */
+function answeringRoute(c: Context): RouterRoute | undefined {
+  const routes = matchedRoutes(c);
+  const answering = routes[c.req.routeIndex];
+  return answering && !isKitRoute(answering) ? answering : routes.at(-1);
+}
 
 export function requestIdOf(c: Context): string {
   return (c.get("requestId" as never) as string | undefined) ?? "unknown";
@@ -116,6 +148,7 @@ export function createServiceApp(options: ServiceAppOptions) {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const ownsBody = options.ownsBody ?? (() => false);
   const tracing = options.tracing ?? tracingFor(service);
+  const secretRoutes = new SecretRoutes(options.secretPathParameters ?? {});
 
   const tooLarge = () => new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBodyBytes} bytes`);
   const streamingLimit = bodyLimit({
@@ -156,9 +189,10 @@ export function createServiceApp(options: ServiceAppOptions) {
     if (options.omitsErrorDetails?.(c.req.path)) c.set("omitErrorDetails" as never, true as never);
     const id = requestIdFor(c.req.header("x-request-id"));
     c.set("requestId", id);
+    c.set("secretRoutes", secretRoutes);
     // W3C Trace Context §3.3: tracestate means nothing without a traceparent
     const traceparent = c.req.header("traceparent");
-    c.set("trace", tracing.serve(c.req.method, c.req.path, traceparent, traceparent === undefined ? undefined : c.req.header("tracestate")));
+    c.set("trace", tracing.serve(c.req.method, traceparent, traceparent === undefined ? undefined : c.req.header("tracestate")));
     // set before the handler, on Node's response when there is one: every answer carries it, and
     // the route's Response keeps its plain headers (a web Headers object per request costs on the
     // hot path). In-process requests (tests) have no Node response; a handler returning a foreign
@@ -226,21 +260,22 @@ export function createServiceApp(options: ServiceAppOptions) {
     },
   });
 
-  // labelled by the pattern of the route the request matched, also when it was refused before the
-  // route ran (the kit's own entry is last only when nothing matched)
+  // labelled by the pattern of the route that answered, or that the request was headed for when it
+  // was refused before the route ran (the kit's own entry is last only when nothing matched)
   const record = (c: Context, id: string, started: number, status: number) => {
-    const route = matchedRoutes(c).at(-1);
+    const route = answeringRoute(c);
     const label = route && route.handler !== kitMiddleware && status !== 404 ? route.path : "(unmatched)";
     const trace = c.get("trace" as never) as RequestTrace;
-    trace.end(label === "(unmatched)" ? undefined : label, status);
-    count(c.req.method, label, c.req.path, status, id, started, trace);
+    // the path only (query strings carry tokens), with its credentials redacted
+    const path = loggablePathOf(c);
+    trace.end(label === "(unmatched)" ? undefined : label, status, path);
+    count(c.req.method, label, path, status, id, started, trace);
   };
 
   const count = (method: string, route: string, path: string, status: number, id: string, started: number, trace: RequestTrace) => {
     const seconds = (performance.now() - started) / 1000;
     metrics.record(method, route, status, seconds);
-    // the path only, its secret segments redacted: query strings and some paths carry tokens
-    logger.info({ requestId: id, traceId: trace.traceId, spanId: trace.spanId, method, path: loggablePath(path), status, ms: Math.round(seconds * 10000) / 10 }, "request");
+    logger.info({ requestId: id, traceId: trace.traceId, spanId: trace.spanId, method, path, status, ms: Math.round(seconds * 10000) / 10 }, "request");
   };
 
   function handleError(err: unknown, c: Context): Response {

@@ -15,3 +15,4 @@ export * from "./media-type.js";
 export * from "./mailer.js";
 export * from "./tracing.js";
 export * from "./upstream.js";
+export * from "./redaction.js";

@@ -1,5 +1,6 @@
 import type { Context as OtelContext, Span } from "@opentelemetry/api";
 import type { Sampler } from "@opentelemetry/sdk-trace";
+import { loggableUrl, redactText } from "./redaction.js";
 import { parseTraceparent, passableTracestate, traceparentOf, type OutgoingCall, type OtlpModules, type RequestTrace, type Tracing } from "./tracing.js";
 
 /**
@@ -47,8 +48,8 @@ export function otlpTracing(service: string, { api, sdk, resources, exporter }: 
           "http.request.method": method,
           "server.address": target.hostname,
           "server.port": Number(target.port) || (target.protocol === "https:" ? 443 : 80),
-          // the query is left out: it may carry what a log must not (./logger.ts)
-          "url.full": `${target.origin}${target.pathname}`,
+          // a span is a log: no query, no credential in the path (./redaction.ts)
+          "url.full": loggableUrl(target),
         },
       },
       parent,
@@ -65,7 +66,7 @@ export function otlpTracing(service: string, { api, sdk, resources, exporter }: 
           if (outcome >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
         } else {
           span.setAttribute("error.type", (outcome as Error | undefined)?.name ?? "Error");
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (outcome as Error | undefined)?.message });
+          span.setStatus({ code: SpanStatusCode.ERROR, message: redactText(String((outcome as Error | undefined)?.message ?? "")) });
         }
         span.end();
       },
@@ -86,7 +87,8 @@ export function otlpTracing(service: string, { api, sdk, resources, exporter }: 
       return call(trace.setSpan(ROOT_CONTEXT, this.span), method, url);
     }
 
-    end(route: string | undefined, status: number): void {
+    end(route: string | undefined, status: number, loggablePath: string): void {
+      this.span.setAttribute("url.path", loggablePath);
       if (route) {
         this.span.updateName(`${this.method} ${route}`);
         this.span.setAttribute("http.route", route);
@@ -99,7 +101,7 @@ export function otlpTracing(service: string, { api, sdk, resources, exporter }: 
   }
 
   return {
-    serve(method, path, traceparent, tracestate) {
+    serve(method, traceparent, tracestate) {
       const parent = parseTraceparent(traceparent);
       const state = parent ? passableTracestate(tracestate) : undefined;
       const context = parent
@@ -111,7 +113,7 @@ export function otlpTracing(service: string, { api, sdk, resources, exporter }: 
             ...(state ? { traceState: api.createTraceState(state) } : {}),
           })
         : ROOT_CONTEXT;
-      const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { "http.request.method": method, "url.path": path } }, context);
+      const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { "http.request.method": method } }, context);
       return new ExportedTrace(span, method);
     },
     call: (method, url) => call(ROOT_CONTEXT, method, url),

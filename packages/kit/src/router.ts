@@ -53,4 +53,13 @@ export class KitRouter implements Router<Entry> {
   }
 }
 
-const kitRoute = (handler: MiddlewareHandler): RouterRoute => ({ basePath: "/", path: "/*", method: "ALL", handler });
+/** the entries the kit puts in front of a match, told apart from a service's own `/*` middleware */
+const kitRoutes = new WeakSet<RouterRoute>();
+const kitRoute = (handler: MiddlewareHandler): RouterRoute => {
+  const route = { basePath: "/", path: "/*", method: "ALL", handler };
+  kitRoutes.add(route);
+  return route;
+};
+
+/** Whether a matched route is the kit's own entry rather than a service's route. */
+export const isKitRoute = (route: RouterRoute): boolean => kitRoutes.has(route);

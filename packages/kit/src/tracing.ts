@@ -46,14 +46,17 @@ export interface TraceSource {
 export interface RequestTrace extends TraceSource {
   readonly traceId: string;
   readonly spanId: string;
-  /** the request answered: the exported span takes its route pattern (its name) and status */
-  end(route: string | undefined, status: number): void;
+  /**
+   * the request answered: the exported span takes its route pattern (its name), its status and its
+   * path as it may be logged (./redaction.ts: no credential, no query string)
+   */
+  end(route: string | undefined, status: number, loggablePath: string): void;
 }
 
 /** How one service takes part in traces. */
 export interface Tracing extends TraceSource {
   /** the span of a request: the caller's trace continued when `traceparent` is valid, else a new trace */
-  serve(method: string, path: string, traceparent: string | undefined, tracestate: string | undefined): RequestTrace;
+  serve(method: string, traceparent: string | undefined, tracestate: string | undefined): RequestTrace;
   /** sends the spans still buffered, and stops exporting */
   shutdown(): Promise<void>;
 }
@@ -132,7 +135,7 @@ class IdsOnlyTrace implements RequestTrace {
  * and a service after it that exports keeps its part (the SDK's default sampler follows the caller).
  */
 export const idsOnlyTracing: Tracing = {
-  serve(_method, _path, traceparent, tracestate) {
+  serve(_method, traceparent, tracestate) {
     const parent = parseTraceparent(traceparent);
     if (!parent) return new IdsOnlyTrace(newTraceId(), newSpanId(), true, undefined);
     return new IdsOnlyTrace(parent.traceId, newSpanId(), parent.sampled, passableTracestate(tracestate));
@@ -196,7 +199,7 @@ export type OtlpModules = Awaited<ReturnType<typeof loadOtlpModules>>;
 
 /** This request's trace (the kit sets it as the request arrives). */
 export function traceOf(c: Context): RequestTrace {
-  return (c.get("trace" as never) as RequestTrace | undefined) ?? idsOnlyTracing.serve(c.req.method, c.req.path, undefined, undefined);
+  return (c.get("trace" as never) as RequestTrace | undefined) ?? idsOnlyTracing.serve(c.req.method, undefined, undefined);
 }
 
 /**

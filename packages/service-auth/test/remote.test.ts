@@ -402,7 +402,7 @@ describe("session tokens and API keys", () => {
     const { resolvers } = resolversAt();
     const token = fresh("session");
     iam.sessions.set(token, principal());
-    const request = idsOnlyTracing.serve("GET", "/platforms", undefined, undefined);
+    const request = idsOnlyTracing.serve("GET", undefined, undefined);
     const before = iam.received.length;
     await resolvers.session(token, { ip: "203.0.113.9", requestId: "req-traced", trace: request });
     const calls = iam.received.slice(before);

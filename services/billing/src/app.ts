@@ -145,6 +145,8 @@ export function createApp(deps: BillingDeps) {
     omitsErrorDetails: (path) => path === "/api/billing/upgrade",
     // the portal's pages take form posts (DESIGN §6.1)
     ownsBody: (path) => path.startsWith("/portal/"),
+    // a portal session's id is the bearer of its pages (docs/vault/cross-cutting/security.md#Logs)
+    secretPathParameters: { "/portal/:id": ["id"] },
   });
   planRoutes(app, ctx);
   platformSubscriptionRoutes(app, ctx);

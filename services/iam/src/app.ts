@@ -174,6 +174,13 @@ export function createApp(deps: IamDeps) {
     ownsBody: (path) => (path.startsWith("/api/auth/") && path !== "/api/auth/profile") || path.startsWith("/oauth/") || isPagePath(path),
     // a guard settled at once (a known credential) returns nothing to wait for
     guard: (c) => guards.find(([pattern]) => pattern.test(c.req.path))?.[1](c),
+    // secrets in paths that have no shape of their own (docs/vault/cross-cutting/security.md#Logs):
+    // the library's reset link, and an invitation's id, which its mailed link carries
+    secretPathParameters: {
+      "/api/auth/reset-password/:token": ["token"],
+      "/invitations/:id": ["id"],
+      "/api/core/organizations/:orgId/invitations/:invitationId": ["invitationId"],
+    },
   });
 
   sessionRoutes(app, ctx);

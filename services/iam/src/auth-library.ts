@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { ApiError, clientIpOf, errorResponse, upstreamUnavailable, withRequestId, type ErrorCode } from "@core/kit";
+import { ApiError, clientIpOf, errorResponse, loggablePathOf, upstreamUnavailable, withRequestId, type ErrorCode } from "@core/kit";
 import { MAX_CREDENTIAL_LENGTH } from "@core/service-auth";
 import { sessionTokenOfRequest } from "./access.js";
 import { gateLibraryRequest } from "./policy-gate.js";
@@ -84,7 +84,7 @@ async function afterRateLimit(c: Context, deps: LibraryDeps, request: Request, r
     ip: clientIpOf(c),
     userAgent: c.req.header("user-agent") ?? null,
     requestId: c.get("requestId"),
-    metadata: { path: new URL(request.url).pathname },
+    metadata: { path: loggablePathOf(c, new URL(request.url).pathname) },
   });
   return limited;
 }
@@ -102,11 +102,11 @@ const EMPTY_ERROR_CODES: Record<number, ErrorCode> = { 400: "BAD_REQUEST", 401: 
 async function withErrorBody(c: Context, deps: LibraryDeps, response: Response): Promise<Response> {
   const mayBeOutage = response.status >= 500 || (response.status === 401 && sessionTokenOfRequest(c, deps.session) !== null);
   if (mayBeOutage && (await isOutage(deps.db))) {
-    deps.logger.warn({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed while the database is unreachable");
+    deps.logger.warn({ requestId: c.get("requestId"), path: loggablePathOf(c), status: response.status }, "the auth library failed while the database is unreachable");
     return errorResponse(c, upstreamUnavailable("The database is unavailable; try again shortly", OUTAGE_RETRY_SECONDS));
   }
   if (response.status >= 500) {
-    deps.logger.error({ requestId: c.get("requestId"), path: c.req.path, status: response.status }, "the auth library failed");
+    deps.logger.error({ requestId: c.get("requestId"), path: loggablePathOf(c), status: response.status }, "the auth library failed");
     return errorResponse(c, new ApiError(500, "INTERNAL", "Internal error"));
   }
   // the library's own media-type refusal, in our envelope as the kit's is (DESIGN §3)
