@@ -28,6 +28,9 @@ export function mailConfig(common: Pick<CommonConfig, "dataDir">, env: NodeJS.Pr
   return { smtpUrl: env.SMTP_URL || undefined, from: env.CORE_MAIL_FROM || "Core <no-reply@localhost>", outboxDir: join(common.dataDir, "outbox") };
 }
 
+/** The domain of a mail address, which the log may carry (the mailbox is personal data). */
+const mailDomainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase().slice(0, 253);
+
 /** The last outbox file name's time in this process (milliseconds). */
 let lastStamp = 0;
 
@@ -43,8 +46,10 @@ function outboxStamp(): string {
 /**
  * Mail of every service (IAM's magic links and invitations, billing's usage alerts): SMTP when
  * `SMTP_URL` is set (nodemailer), otherwise each message goes to `CORE_DATA_DIR/outbox/` so a
- * developer on the embedded default can read it. The log line names the file, never the body: a
- * link in it may be a credential.
+ * developer on the embedded default can read it. The log line says a mail went and to which mail
+ * domain, never to whom, its subject or its body: an address and a subject are personal data (an
+ * invitation's names the inviter), and a link in the body may be a credential
+ * (docs/vault/cross-cutting/observability.md).
  */
 export function createMailer(options: { smtpUrl?: string; from: string; outboxDir: string; logger: Logger }): Mailer {
   if (options.smtpUrl) {
@@ -52,7 +57,7 @@ export function createMailer(options: { smtpUrl?: string; from: string; outboxDi
     return {
       async send(mail) {
         await transport.sendMail({ from: options.from, to: mail.to, subject: mail.subject, text: mail.text });
-        options.logger.info({ to: mail.to, subject: mail.subject }, "mail sent");
+        options.logger.info({ toDomain: mailDomainOf(mail.to) }, "mail sent");
       },
     };
   }
@@ -73,7 +78,7 @@ export function createMailer(options: { smtpUrl?: string; from: string; outboxDi
           file = `${stem}-${n}.txt`;
         }
       }
-      options.logger.info({ to: mail.to, subject: mail.subject, file }, "mail written to the outbox (no SMTP_URL set)");
+      options.logger.info({ toDomain: mailDomainOf(mail.to), outbox: options.outboxDir }, "mail written to the outbox (no SMTP_URL set)");
     },
   };
 }
