@@ -90,7 +90,11 @@ export const customers = billing.table(
     /** buyer details (DESIGN §6.11), set by the tenant, the portal or an operator; copied onto each invoice */
     address: jsonb("address").$type<Address>(),
     taxIds: jsonb("tax_ids").$type<TaxId[]>().notNull().default([]),
+    /** `exempt` is set by the seller only (docs/vault/concepts/invoices-and-tax.md); `reverse` the buyer may claim */
     taxExempt: text("tax_exempt", { enum: ["none", "exempt", "reverse"] }).notNull().default("none"),
+    /** a buyer's pending request to be made tax exempt, with its note (why); the seller settles it by setting `taxExempt` */
+    taxExemptionNote: text("tax_exemption_note"),
+    taxExemptionRequestedAt: ts("tax_exemption_requested_at"),
     /** the customer at the payment provider (Stripe's `cus_…`); null on the local provider, or before the first call to Stripe */
     providerCustomerId: text("provider_customer_id"),
     /** the `<PREFIX>` of this customer's invoice numbers */
@@ -110,6 +114,9 @@ export const customers = billing.table(
     index("customers_created_idx").on(t.createdAt, t.id),
     index("customers_email_search_idx").on(sql`lower(${t.email}) text_pattern_ops`),
     index("customers_email_domain_idx").on(sql`split_part(lower(${t.email}), '@', 2) text_pattern_ops`),
+    // GET /customers?taxExemptionRequested=true: the few pending requests, newest first, without a scan of every customer
+    index("customers_tax_exemption_requested_idx").on(t.createdAt, t.id).where(sql`${t.taxExemptionRequestedAt} is not null`),
+    check("customers_tax_exemption_request_whole", sql`(${t.taxExemptionNote} is null) = (${t.taxExemptionRequestedAt} is null)`),
   ],
 );
 

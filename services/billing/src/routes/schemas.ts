@@ -81,7 +81,7 @@ export const AddressSchema = z
 
 export const TaxIdSchema = z.object({ type: z.string().openapi({ description: "Stripe's tax id type: eu_vat, gb_vat, us_ein, ch_vat, no_vat, au_abn, ca_bn …" }), value: z.string() }).openapi("TaxId");
 
-export const TaxExemptSchema = z.enum(["none", "exempt", "reverse"]).openapi({ description: "none: the buyer's country's rate; exempt: no tax; reverse: an EU business in another EU country than the seller's accounts for the VAT itself (reverse charge)" });
+export const TaxExemptSchema = z.enum(["none", "exempt", "reverse"]).openapi({ description: "none: the buyer's country's rate; exempt: no tax (set by the seller only); reverse: an EU business in another EU country than the seller's accounts for the VAT itself (reverse charge)" });
 
 export const CustomerSnapshotSchema = z
   .object({ email: z.string(), name: z.string().nullable(), address: AddressSchema.nullable(), taxIds: z.array(TaxIdSchema), taxExempt: TaxExemptSchema })
@@ -166,6 +166,10 @@ export const CustomerSchema = z
     address: AddressSchema.nullable(),
     taxIds: z.array(TaxIdSchema),
     taxExempt: TaxExemptSchema,
+    taxExemptionRequested: z
+      .object({ note: z.string().openapi({ description: "why the buyer asks, as it wrote it" }), requestedAt: Seconds })
+      .nullable()
+      .openapi({ description: "the buyer's pending request to be made tax exempt (only the seller sets exempt), or null; an operator's taxExempt answers and clears it" }),
     createdAt: Seconds,
   })
   .openapi("Customer");

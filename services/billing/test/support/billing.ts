@@ -121,10 +121,30 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
 
   const call = <T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> => callOn(app, method, path, options);
 
+  /** billing (or a replica) listening on loopback: requests go over real HTTP, as a client's do */
+  const servers: RunningServer[] = [];
+  async function overHttp(target: BillingApp = app) {
+    const server = await listen(target, 0, "127.0.0.1");
+    servers.push(server);
+    return {
+      url: server.url,
+      call: async <T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> => {
+        const headers: Headers = { ...options.headers };
+        if (options.body !== undefined) headers["content-type"] ??= "application/json";
+        const res = await fetch(`${server.url}${path}`, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
+        return answerOf<T>(res);
+      },
+    };
+  }
+
   async function callOn<T = any>(target: BillingApp, method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> {
     const headers: Headers = { ...options.headers };
     if (options.body !== undefined) headers["content-type"] ??= "application/json";
     const res = await target.request(path, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
+    return answerOf<T>(res);
+  }
+
+  async function answerOf<T = any>(res: Response): Promise<Answer<T>> {
     const text = await res.text();
     let body: any = null;
     try {
@@ -177,12 +197,14 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     as,
     call,
     replica,
+    overHttp,
     newPlatform,
     platformOf,
     upgraded,
     mails,
     mailer,
     close: async () => {
+      for (const server of servers) await server.close();
       for (const other of replicas) await other.ctx.worker.stop();
       await app.ctx.worker.stop();
       await registry.close();
