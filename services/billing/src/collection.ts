@@ -97,7 +97,7 @@ export interface OpenInvoice extends NewInvoice {
 export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenInvoice): Promise<InvoiceRow> {
   const draft = await createDraft(tx, at, input);
   await tx.update(invoices).set({ intent: input.intent }).where(eq(invoices.id, draft.id));
-  const chargeCents = input.amounts.chargeCents;
+  const chargeCents = input.priced.amounts.chargeCents;
   if (chargeCents === 0) {
     const paid = await finalizeDraft(tx, at, draft.id, "paid", engine.tax.seller);
     await applyIntent(tx, engine, paid, at);

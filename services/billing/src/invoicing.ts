@@ -115,31 +115,64 @@ export function priceInvoice(input: { lines: DraftLine[]; tax: TaxDecision; bala
   };
 }
 
-export interface NewInvoice {
+/**
+ * An invoice priced for its customer under the customer's lock, in the transaction that writes it
+ * (`priceUnderCustomerLock`): the only way to the amounts a draft is written with.
+ */
+export interface LockedPricing {
+  /** the customer as it is under the lock: its balance is the one the amounts applied */
   customer: CustomerRow;
+  amounts: InvoiceAmounts;
+  /** the transaction that holds the lock: the invoice is written in it, or not at all */
+  readonly tx: Db;
+}
+
+/**
+ * Prices an invoice of `lines` for a customer with the balance read under the customer's lock
+ * (docs/vault/cross-cutting/security.md, Billing: one credit applied once). The lock is held until
+ * the transaction ends, and the draft is written and finalized in that same transaction, so two
+ * invoices priced at once (a renewal and a usage close on two replicas, a tier change, an upgrade,
+ * `generate`) take turns: the second sees what the first applied, and no credit is applied twice nor
+ * a carried debit collected twice. The customer's current subscription is locked first, as every
+ * change of a subscription locks it before the customer, so the two locks are always taken in one
+ * order. `balance: "debit"` applies only a carried debit (`generate` invoices what is owed). The
+ * preview and the upcoming invoice read without it: they write nothing.
+ */
+export async function priceUnderCustomerLock(tx: Db, engine: Pick<Engine, "tax">, customerId: string, lines: DraftLine[], options: { balance?: "all" | "debit" } = {}): Promise<LockedPricing> {
+  rowsOf(await tx.execute(sql`select id from billing.subscriptions where customer_id = ${customerId} and current for update`));
+  const customer = await lockCustomer(tx, customerId);
+  const balanceCents = options.balance === "debit" ? Math.min(customer.balanceCents, 0) : customer.balanceCents;
+  return { customer, amounts: priceInvoice({ lines, tax: taxOf(engine, customer), balanceCents }), tx };
+}
+
+export interface NewInvoice {
+  /** its amounts and customer, priced under the customer's lock in the transaction that writes it */
+  priced: LockedPricing;
   platformId: string;
   subscriptionId: string | null;
   reason: InvoiceRow["reason"];
   periodStart: Date;
   periodEnd: Date;
-  amounts: InvoiceAmounts;
   /** the request's key: its retry finds this draft again */
   requestKey?: string | null;
 }
 
 /** Writes a draft: not numbered, not owed, invisible to the ledger until it is finalized. */
 export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise<InvoiceRow> {
-  const a = input.amounts;
+  // amounts priced in another transaction read a balance whose lock is gone: never written
+  if (input.priced.tx !== tx) throw new Error("an invoice is written in the transaction that priced it under its customer's lock");
+  const a = input.priced.amounts;
+  const customer = input.priced.customer;
   const [row] = await tx
     .insert(invoices)
     .values({
       id: newId("in"),
       platformId: input.platformId,
-      customerId: input.customer.id,
+      customerId: customer.id,
       subscriptionId: input.subscriptionId,
       reason: input.reason,
       status: "draft",
-      currency: input.customer.currency,
+      currency: customer.currency,
       subtotalCents: a.subtotalCents,
       taxCents: a.taxCents,
       taxRatePercent: a.taxRatePercent,
@@ -152,7 +185,7 @@ export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise
       periodStart: input.periodStart,
       periodEnd: input.periodEnd,
       // a draft names its buyer as it is now; finalization names it again, as it is then
-      customerSnapshot: snapshotOf(input.customer),
+      customerSnapshot: snapshotOf(customer),
       requestKey: input.requestKey ?? null,
       createdAt: now,
     })

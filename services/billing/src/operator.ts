@@ -5,7 +5,7 @@ import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPendin
 import { findCustomer } from "./customers.js";
 import { invoices, operatorAudit, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { lockCustomer, moveBalance, priceInvoice, taxOf, type Actor } from "./invoicing.js";
+import { moveBalance, priceUnderCustomerLock, type Actor } from "./invoicing.js";
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
@@ -196,8 +196,8 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
   const begun = await underCustomerSubscription(engine, input.customerId, async () => {
     const now = toSecond(await engine.time.now());
     return engine.db.transaction(async (tx) => {
-      const customer = await lockCustomer(tx, input.customerId);
-      const amounts = priceInvoice({ lines: [], tax: taxOf(engine, customer), balanceCents: Math.min(customer.balanceCents, 0) });
+      const priced = await priceUnderCustomerLock(tx, engine, input.customerId, [], { balance: "debit" });
+      const { customer, amounts } = priced;
       if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance (usage is invoiced when its period closes)");
       if (amounts.chargeCents === 0 && amounts.carriedForwardCents === amounts.amountDueCents) {
         // a debit under the minimum charge would only be carried again, on a new invoice each time
@@ -206,13 +206,12 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
       if (input.description) amounts.lines[0] = { ...amounts.lines[0]!, description: `${input.description} (${amounts.lines[0]!.description.toLowerCase()})` };
       const [current] = await tx.select().from(subscriptions).where(and(eq(subscriptions.customerId, customer.id), eq(subscriptions.current, true)));
       return openInvoice(tx, engine, now, {
-        customer,
+        priced,
         platformId: customer.platformId ?? current?.platformId ?? "",
         subscriptionId: current?.id ?? null,
         reason: "manual",
         periodStart: now,
         periodEnd: now,
-        amounts,
         requestKey,
         intent: { kind: "manual" },
         paymentMethodId: customer.defaultPaymentMethodId,

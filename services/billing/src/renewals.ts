@@ -7,7 +7,7 @@ import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoi
 import { findCustomer } from "./customers.js";
 import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine, taxOf } from "./invoicing.js";
+import { priceUnderCustomerLock, subscriptionLine } from "./invoicing.js";
 import { closePeriod } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
@@ -64,18 +64,16 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
       if (subscription.tier !== tier) await recordTier(tx, subscription.platformId, tier, engine.time.wallNow());
       if (tier === "free") return null;
       await refuseSecondCycle(tx, subscriptionId, period.start);
-      const customer = await findCustomer(tx, subscription.customerId!);
-      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
+      const priced = await priceUnderCustomerLock(tx, engine, subscription.customerId!, [subscriptionLine(plan, quantity, period.start, period.end)]);
       const renewal = await openInvoice(tx, engine, at, {
-        customer,
+        priced,
         platformId: subscription.platformId,
         subscriptionId,
         reason: "subscription_cycle",
         periodStart: period.start,
         periodEnd: period.end,
-        amounts,
-        intent: { kind: "renewal" },
-        paymentMethodId: customer.defaultPaymentMethodId,
+        intent: { kind: "renewal", tier, planId: plan.id, quantity },
+        paymentMethodId: priced.customer.defaultPaymentMethodId,
       });
       return renewal.status === "open" ? renewal : null;
     });
@@ -101,18 +99,16 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
       return null;
     }
     await refuseSecondCycle(tx, subscription.id, period.start);
-    const customer = await findCustomer(tx, subscription.customerId);
-    const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
+    const priced = await priceUnderCustomerLock(tx, engine, subscription.customerId, [subscriptionLine(plan, quantity, period.start, period.end)]);
     const invoice = await openInvoice(tx, engine, at, {
-      customer,
+      priced,
       platformId: subscription.platformId,
       subscriptionId: subscription.id,
       reason: "trial_end",
       periodStart: period.start,
       periodEnd: period.end,
-      amounts,
       intent: { kind: "trial_end", tier, planId: plan.id, quantity },
-      paymentMethodId: customer.defaultPaymentMethodId,
+      paymentMethodId: priced.customer.defaultPaymentMethodId,
     });
     return invoice.status === "open" ? invoice : null;
   });

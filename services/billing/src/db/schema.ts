@@ -8,7 +8,8 @@ import { webhookTables } from "@core/webhooks";
  * becomes the default); `change_tier` and `seats` apply a tier and/or quantity at the invoice's
  * proration date, adding what they charged and credited to the period's record, with what the same
  * request asked besides (a new default card, the cancellation flag, which waiting change it calls
- * off); `trial_end` starts the paid period the invoice charges; `renewal` and `manual` settle what is owed.
+ * off); `trial_end` starts the paid period the invoice charges; `renewal` (a period's base price, or a
+ * usage invoice) and `manual` settle what is owed.
  */
 export type Intent =
   | { kind: "upgrade"; tier: string; planId: string; quantity: number; paymentMethodId: string; metadata: Record<string, unknown> | null }
@@ -25,7 +26,8 @@ export type Intent =
       cancelAtPeriodEnd: boolean | null;
     }
   | { kind: "trial_end"; tier: string; planId: string; quantity: number }
-  | { kind: "renewal" }
+  /** a period's renewal names what it renews (invoices before intents named it did not); a usage invoice, like a renewal, names nothing */
+  | { kind: "renewal"; tier?: string; planId?: string; quantity?: number }
   | { kind: "manual" };
 
 /** A postal address as invoices print it (DESIGN §6.11); `country` is ISO 3166-1 alpha-2, `state` the region's code. */
