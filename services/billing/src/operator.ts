@@ -177,7 +177,7 @@ async function invoiceMadeBy(db: Db, requestKey: string): Promise<InvoiceRow | n
 async function underCustomerSubscription<T>(engine: Engine, customerId: string, work: () => Promise<T>): Promise<T> {
   const [current] = await engine.db.select({ id: subscriptions.id }).from(subscriptions).where(and(eq(subscriptions.customerId, customerId), eq(subscriptions.current, true)));
   if (!current) return work();
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), current.id, async () => {
+  return withSubscriptionLease(engine, current.id, async () => {
     await refuseWhileCollecting(engine.db, current.id);
     return work();
   });
@@ -251,7 +251,7 @@ export async function payInvoice(engine: Engine, invoiceId: string, input: { pay
     if (!begun) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} began meanwhile`, { invoiceId });
     return begun;
   };
-  const begun = found.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.subscriptionId, begin) : await begin();
+  const begun = found.subscriptionId ? await withSubscriptionLease(engine, found.subscriptionId, begin) : await begin();
   return outcomeOfAttempt(await collectBegun(engine, begun, null, engine.logger));
 }
 

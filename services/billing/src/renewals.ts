@@ -122,7 +122,7 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
 export async function withUpToDateSubscription<T>(engine: Engine, locate: () => Promise<string>, change: (leaseId: string, now: Date, subscriptionId: string) => Promise<T>, logger?: Logger): Promise<T> {
   for (;;) {
     const subscriptionId = await locate();
-    const step = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
+    const step = await withSubscriptionLease(engine, subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
       const now = toSecond(await engine.time.now());
       const due = await advanceSubscription(engine, subscriptionId, now, leaseId);
       return due ? { due } : { done: await change(leaseId, now, subscriptionId) };
@@ -168,7 +168,7 @@ async function retryInvoice(engine: Engine, invoiceId: string, now: Date, logger
   };
   const [due] = await engine.db.select({ subscriptionId: invoices.subscriptionId, at: invoices.nextAttemptAt }).from(invoices).where(eq(invoices.id, invoiceId));
   if (!due) return null;
-  const begun = due.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.subscriptionId, () => begin(engine.db)) : await begin(engine.db);
+  const begun = due.subscriptionId ? await withSubscriptionLease(engine, due.subscriptionId, () => begin(engine.db)) : await begin(engine.db);
   return begun ? collectBegun(engine, begun, due.at, logger) : null;
 }
 
@@ -282,7 +282,7 @@ async function work(engine: Engine, due: Due, logger?: Logger): Promise<void> {
       return;
     case "subscription": {
       // only what falls due at this instant: the next item is the next earliest, whoever's it is
-      const begun = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.id, (leaseId) => advanceSubscription(engine, due.id, due.at, leaseId));
+      const begun = await withSubscriptionLease(engine, due.id, (leaseId) => advanceSubscription(engine, due.id, due.at, leaseId));
       if (begun) await collectBegun(engine, begun, begun.finalizedAt, logger);
       return;
     }

@@ -59,7 +59,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
  * the real remote resolvers against a fake IAM over HTTP, and the real platform registry (on the same
  * database, listening on loopback) for platforms and tiers. Time is a manual clock.
  */
-export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number; realMailer?: boolean } = {}) {
+export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number; leaseMs?: number; realMailer?: boolean } = {}) {
   const handle: DatabaseHandle = await database.open();
   await applyMigrations(handle.db, SERVICE_ID, migrationsFolder);
   await applyMigrations(handle.db, "platform-registry", registryMigrations);
@@ -90,6 +90,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
       clock,
       mailer: extra.realMailer ? undefined : mailer,
       chargeDeadlineMs: extra.chargeDeadlineMs,
+      leaseMs: extra.leaseMs,
       provider: extra.localFaults ? new LocalProvider(handle.db, clock, config.billingUrl, extra.localFaults) : undefined,
     });
   const app = makeApp();
