@@ -3,7 +3,7 @@ import { ApiError, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { customers, invoiceLines, invoices, subscriptions, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, emitInvoiceEvent, finalizeDraft, giveBackBalance, type NewInvoice } from "./invoicing.js";
+import { createDraft, emitInvoiceEvent, finalizeDraft, giveBackBalance, intentOf, type NewInvoice } from "./invoicing.js";
 import { mailPaymentFailed, mailReceipt } from "./mail/messages.js";
 import { whileRenewing } from "./leases.js";
 import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest } from "./provider/types.js";
@@ -45,8 +45,6 @@ export type PayableStatus = (typeof PAYABLE)[number];
 /** One-shot intents: a decline voids the invoice (nothing changes, or a trial ends on free). */
 const ONE_SHOT = new Set<Intent["kind"]>(["upgrade", "change_tier", "seats", "trial_end"]);
 
-/** The intent an invoice was made with; invoices older than intents settle what is owed. */
-export const intentOf = (invoice: InvoiceRow): Intent => invoice.intent ?? (invoice.reason === "manual" ? { kind: "manual" } : { kind: "renewal" });
 
 /** 503 PAYMENT_PENDING: the provider's answer for the invoice is unknown yet; a retry with the same key learns the outcome. */
 export class PaymentPending extends ApiError {

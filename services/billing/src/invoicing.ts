@@ -2,8 +2,9 @@ import Decimal from "decimal.js";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { conflict, newId, notFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
+import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type Intent, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
 import type { Engine } from "./engine.js";
+import type { Tier } from "./plans.js";
 import { decideTax, type TaxDecision } from "./tax.js";
 import { emitEvent, eventWanted, type EventType } from "./webhooks/outbox.js";
 
@@ -334,6 +335,30 @@ export async function linesOfMany(db: Db, invoiceIds: string[]): Promise<Map<str
 
 const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);
 
+/** The intent an invoice was made with (DESIGN §6.9); invoices older than intents settle what is owed. */
+export const intentOf = (invoice: Pick<InvoiceRow, "intent" | "reason">): Intent => invoice.intent ?? (invoice.reason === "manual" ? { kind: "manual" } : { kind: "renewal" });
+
+/** An invoice's intent as every answer shows it. */
+export interface IntentView {
+  kind: Intent["kind"];
+  tier?: Tier;
+  planId?: string;
+  quantity?: number;
+}
+
+/**
+ * The intent in its answer's shape (DESIGN §6.9, like Stripe's `billing_reason`): what becomes true
+ * once the invoice is paid (the kind, and the tier, plan and seats it sets or renews), never how it
+ * is done (the card, the request's metadata, what is credited back).
+ */
+export function intentJson(intent: Intent): IntentView {
+  const view: IntentView = { kind: intent.kind };
+  if ("tier" in intent && intent.tier !== undefined) view.tier = intent.tier as Tier;
+  if ("planId" in intent && intent.planId !== undefined) view.planId = intent.planId;
+  if ("quantity" in intent && intent.quantity !== undefined) view.quantity = intent.quantity;
+  return view;
+}
+
 /** The invoice of DESIGN §6.4 in its answer's shape. */
 export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
   return {
@@ -366,6 +391,7 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     attemptCount: row.attemptCount,
     nextPaymentAttempt: seconds(row.nextAttemptAt),
     collection: row.collectionState ? { state: row.collectionState, since: seconds(row.collectionSince), nextCheckAt: seconds(row.nextCheckAt) } : null,
+    intent: intentJson(intentOf(row)),
     lines: lines.map((line) => lineJson(line, line.id)),
   };
 }
