@@ -1,6 +1,6 @@
 import Decimal from "decimal.js";
 import { and, asc, eq, sql } from "drizzle-orm";
-import { ApiError, conflict, newId, notFound, unixSeconds, type Logger } from "@core/kit";
+import { ApiError, conflict, type Logger, newId, resourceNotFound, unixSeconds } from "@core/kit";
 import { isUniqueViolation, rowsOf, type Db } from "@core/storage";
 import { checkDelayMs } from "./collection.js";
 import { creditNotes, invoices, type CreditNoteRow, type InvoiceRow } from "./db/schema.js";
@@ -178,7 +178,7 @@ export async function issueCreditNote(engine: Engine, invoiceId: string, input: 
     const now = await engine.time.now();
     note = await engine.db.transaction(async (tx) => {
       const invoice = await lockInvoice(tx, invoiceId);
-      if (!invoice || invoice.status === "draft") throw notFound(`No invoice ${invoiceId}`);
+      if (!invoice || invoice.status === "draft") throw resourceNotFound("invoice");
       const again = await noteByRequestKey(tx, requestKey);
       if (again) return again;
       if (invoice.status !== "paid") {

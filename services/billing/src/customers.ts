@@ -1,7 +1,7 @@
 import { and, eq, isNotNull, isNull, or, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { z } from "@hono/zod-openapi";
-import { badRequest, conflict, decodeCursor, forbidden, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { badRequest, conflict, decodeCursor, forbidden, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { customers, type Address, type CustomerRow, type TaxExempt, type TaxId } from "./db/schema.js";
 import { isCountry, reverseChargeProblem, TAX_ID_TYPES, taxIdProblem } from "./tax.js";
@@ -250,14 +250,14 @@ export async function setDefaultCard(engine: Engine, customerId: string, payment
     .set({ defaultPaymentMethodId: paymentMethodId, updatedAt: await engine.time.now() })
     .where(eq(customers.id, customerId))
     .returning();
-  if (!row) throw notFound(`No customer ${customerId}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 
 /** A payment method of this customer, or 404 (another customer's is as unknown as a made-up id). */
 export async function cardOfCustomer(engine: Engine, customer: CustomerRow, paymentMethodId: string): Promise<PaymentMethodView> {
   const card = await engine.provider.find(paymentMethodId);
-  if (!card || card.customerId !== customer.id) throw notFound(`No payment method ${paymentMethodId} on customer ${customer.id}`);
+  if (!card || card.customerId !== customer.id) throw resourceNotFound("payment method", "the customer has no such card");
   return card;
 }
 
@@ -278,7 +278,7 @@ export async function detachCard(engine: Engine, customerId: string, paymentMeth
 
 export async function findCustomer(db: Db, id: string): Promise<CustomerRow> {
   const [row] = await db.select().from(customers).where(eq(customers.id, id));
-  if (!row) throw notFound(`No customer ${id}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 
@@ -293,7 +293,7 @@ export async function customerOfUser(db: Db, userId: string): Promise<CustomerRo
     .select()
     .from(customers)
     .where(or(eq(customers.userId, userId), sql`${customers.metadata} ->> 'userId' = ${userId}`));
-  if (rows.length === 0) throw notFound(`No customer is linked to user ${userId}: create one with metadata.userId`);
+  if (rows.length === 0) throw resourceNotFound("customer", "none is linked to this userId: create one with metadata.userId");
   if (rows.length > 1) throw conflict("SEVERAL_CUSTOMERS", `User ${userId} is linked to ${rows.length} customers (${rows.map((r) => r.id).join(", ")}): subscribe one platform with POST /api/billing/upgrade`);
   return rows[0]!;
 }

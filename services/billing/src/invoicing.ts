@@ -1,6 +1,6 @@
 import Decimal from "decimal.js";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
-import { conflict, newId, notFound, unixSeconds } from "@core/kit";
+import { conflict, newId, resourceNotFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type Intent, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
 import type { Engine } from "./engine.js";
@@ -251,7 +251,7 @@ export async function moveBalance(
 export async function lockCustomer(tx: Db, customerId: string): Promise<CustomerRow> {
   rowsOf(await tx.execute(sql`select id from billing.customers where id = ${customerId} for update`));
   const [row] = await tx.select().from(customers).where(eq(customers.id, customerId));
-  if (!row) throw notFound(`No customer ${customerId}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 

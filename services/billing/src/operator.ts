@@ -1,5 +1,5 @@
 import { and, count, eq, inArray, sql } from "drizzle-orm";
-import { ApiError, badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds, type Clock } from "@core/kit";
+import { ApiError, badRequest, type Clock, conflict, decodeCursor, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPending, refuseWhileCollecting, requireSettledPaid, voidInvoice } from "./collection.js";
 import { findCustomer } from "./customers.js";
@@ -235,11 +235,11 @@ function answerCollected(invoice: InvoiceRow): InvoiceRow {
  */
 export async function payInvoice(engine: Engine, invoiceId: string, input: { paymentMethodId?: string; platformId?: string }, requestKey: string): Promise<InvoiceRow> {
   const [found] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
-  if (!found || found.status === "draft" || (input.platformId !== undefined && found.platformId !== input.platformId)) throw notFound(`No invoice ${invoiceId}`);
+  if (!found || found.status === "draft" || (input.platformId !== undefined && found.platformId !== input.platformId)) throw resourceNotFound("invoice");
   if (found.attemptRequestKey === requestKey) return outcomeOfAttempt(found.collectionState !== null ? await checkCollection(engine, found.id, engine.logger) : found);
   if (input.paymentMethodId !== undefined) {
     const card = await engine.provider.find(input.paymentMethodId);
-    if (!card || card.customerId !== found.customerId) throw notFound(`No payment method ${input.paymentMethodId} on this invoice's customer`);
+    if (!card || card.customerId !== found.customerId) throw resourceNotFound("payment method", "the invoice's customer has no such card");
   }
   const begin = async () => {
     const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
@@ -263,7 +263,7 @@ export async function voidByOperator(engine: Engine, invoiceId: string, actor: A
   const now = await engine.time.now();
   return engine.db.transaction(async (tx) => {
     const [before] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId)).for("update");
-    if (!before || before.status === "draft") throw notFound(`No invoice ${invoiceId}`);
+    if (!before || before.status === "draft") throw resourceNotFound("invoice");
     if (before.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${before.status}; only an open invoice can be voided`);
     if (before.collectionState !== null) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} is in progress: it can be voided once its outcome is known`, { invoiceId });
     return { before, after: await voidInvoice(tx, before, now, actor) };

@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull, lt, ne, or, sql } from "drizzle-orm";
-import { ApiError, badRequest, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { ApiError, badRequest, decodeCursor, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { subscriptions, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
@@ -57,7 +57,7 @@ function eventOf(before: SubscriptionRow | null, after: SubscriptionRow): EventT
  */
 export async function writeSubscription(tx: Db, subscription: Pick<SubscriptionRow, "id">, set: SubscriptionChange): Promise<SubscriptionRow> {
   const [before] = await tx.select().from(subscriptions).where(eq(subscriptions.id, subscription.id)).for("update");
-  if (!before) throw notFound(`No subscription ${subscription.id}`);
+  if (!before) throw resourceNotFound("subscription");
   const [after] = await tx.update(subscriptions).set(set).where(eq(subscriptions.id, subscription.id)).returning();
   const type = eventOf(before, after!);
   if (type) await emitEvent(tx, type, subscriptionJson(after!), after!.updatedAt);
@@ -119,7 +119,7 @@ export function freeSubscription(catalogue: Catalogue, platformId: string, ancho
 
 export async function findSubscription(db: Db, id: string): Promise<SubscriptionRow> {
   const [row] = await db.select().from(subscriptions).where(eq(subscriptions.id, id));
-  if (!row) throw notFound(`No subscription ${id}`);
+  if (!row) throw resourceNotFound("subscription");
   return row;
 }
 
@@ -190,7 +190,7 @@ export async function withSubscriptionLease<T>(engine: Pick<Engine, "db" | "time
     if (claimed) break;
     // nothing to wait for when there is no such subscription
     const [exists] = await db.select({ id: subscriptions.id }).from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    if (!exists) throw notFound(`No subscription ${subscriptionId}`);
+    if (!exists) throw resourceNotFound("subscription");
     if (now.getTime() > deadline) throw changeInProgress();
     await new Promise((resolve) => setTimeout(resolve, 25));
   }

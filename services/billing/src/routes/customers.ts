@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { badRequest, conflict, cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, security, traceOf, type ServiceApp } from "@core/kit";
+import { badRequest, conflict, cursorParam, errorResponses, jsonBody, jsonContent, limitParam, notFound, resourceNotFound, security, type ServiceApp, traceOf } from "@core/kit";
 import { isUniqueViolation } from "@core/storage";
 import { isOperator, type Caller } from "@core/service-auth";
 import { auditRequest, platformScope, requireOperator } from "../access.js";
@@ -91,7 +91,7 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
       };
       const platformId = link("platformId");
       const userId = link("userId");
-      if (platformId && !(await ctx.platforms.exists(platformId, traceOf(c)))) throw notFound(`No platform ${platformId}`);
+      if (platformId && !(await ctx.platforms.exists(platformId, traceOf(c)))) throw resourceNotFound("platform");
       let customer: CustomerRow;
       try {
         customer = await atProvider(engine, await createCustomer(engine.db, await engine.time.now(), { ...input, platformId, userId, currency: engine.catalogue.currency }));
@@ -220,7 +220,7 @@ export function customerRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       await requireOperator(c, ctx.credentials);
       const customer = await findCustomer(engine.db, c.req.valid("param").id);
-      if (!customer.defaultPaymentMethodId) throw notFound(`Customer ${customer.id} has no default payment method`);
+      if (!customer.defaultPaymentMethodId) throw resourceNotFound("payment method", "the customer has no default payment method");
       return c.json(paymentMethodJson(await cardOfCustomer(engine, customer, customer.defaultPaymentMethodId), customer), 200);
     },
   );
