@@ -86,7 +86,8 @@ async function adjustBalance(engine: Engine, input: BalanceAdjustment, actor: Ac
   const now = await engine.time.now();
   const signed = kind === "credit" ? parsed.minorUnits : -parsed.minorUnits;
   const balanceCents = await engine.db.transaction((tx) => moveBalance(tx, now, customer.id, signed, { kind, description: input.description, currency, ...actor }));
-  return { before: { balanceCents: customer.balanceCents }, after: { balanceCents }, amountCents: parsed.minorUnits, currency };
+  // the audit's before is the balance this movement started from (the row read above may be older: another invoice may have moved it since)
+  return { before: { balanceCents: balanceCents - signed }, after: { balanceCents }, amountCents: parsed.minorUnits, currency };
 }
 
 /**

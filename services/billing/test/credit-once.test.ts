@@ -125,6 +125,20 @@ describe.each(testDatabases())("one credit applied once on $name", (database) =>
     await expectCreditAppliedOnce(customerIds, since);
   });
 
+  it("the operator audit of credits granted at once names the balance each started from", async () => {
+    const { subscription } = await b.upgraded();
+    const customerId = subscription.customerId as string;
+    const granted = await Promise.all(
+      Array.from({ length: 6 }, () => http.call("POST", "/operator/credits", { headers: { ...op, "idempotency-key": crypto.randomUUID() }, body: { customerId, amount: 1, description: "At once" } })),
+    );
+    for (const r of granted) expect(r.status).toBe(201);
+    const audit = (await http.call("GET", "/operator/audit?limit=100", { headers: op })).body.data as { action: string; targetId: string; before: { balanceCents: number }; after: { balanceCents: number } }[];
+    const mine = audit.filter((e) => e.action === "credit.grant" && e.targetId === customerId);
+    expect(mine).toHaveLength(6);
+    for (const entry of mine) expect(entry.after.balanceCents - entry.before.balanceCents).toBe(100);
+    expect(mine.map((e) => e.before.balanceCents).sort((x, y) => x - y)).toEqual([0, 100, 200, 300, 400, 500]);
+  });
+
   it("a seat change racing the renewal applies the credit once", async () => {
     const made = await Promise.all(Array.from({ length: PLATFORMS }, () => b.upgraded()));
     const customerIds = made.map((m) => m.subscription.customerId as string);
