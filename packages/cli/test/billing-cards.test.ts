@@ -183,7 +183,7 @@ describe.concurrent("core billing: resume, cards, portal, upcoming, one invoice 
       const their = await subscriptionOf(theirs);
       for (const id of [theirCard!.id, "pm_doesnotexist"]) {
         const message = failed(await billing(ada, ["cards", "default", id]));
-        expect(message).toContain(`Making ${id} the default card failed: NOT_FOUND: No payment method ${id} (HTTP 404)`);
+        expect(message).toContain(`Making ${id} the default card failed: NOT_FOUND: No such payment method (HTTP 404)`);
         expect(message).toContain("core billing cards lists the platform's cards.");
         expect(message).not.toContain(their.customerId);
         expect(message).not.toContain(theirs.platformId);
@@ -234,11 +234,11 @@ describe.concurrent("core billing: resume, cards, portal, upcoming, one invoice 
       const [theirCard] = await cardsOf(theirs);
       const their = await subscriptionOf(theirs);
       const message = failed(await billing(ada, ["cards", "remove", theirCard!.id, "--yes"]));
-      expect(message).toContain(`Removing card ${theirCard!.id} failed: NOT_FOUND: No payment method ${theirCard!.id} (HTTP 404)`);
+      expect(message).toContain(`Removing card ${theirCard!.id} failed: NOT_FOUND: No such payment method (HTTP 404)`);
       expect(message).not.toContain(their.customerId);
       expect(message).not.toContain(theirs.platformId);
       // not among the platform's cards: nothing to ask about, billing's 404 answers without --yes too
-      expect(failed(await billing(ada, ["cards", "remove", "pm_doesnotexist"]))).toContain("NOT_FOUND: No payment method pm_doesnotexist (HTTP 404)");
+      expect(failed(await billing(ada, ["cards", "remove", "pm_doesnotexist"]))).toContain("NOT_FOUND: No such payment method (HTTP 404)");
       expect((await cardsOf(theirs)).map((c) => c.id)).toEqual([theirCard!.id]);
     });
   });
@@ -315,7 +315,7 @@ describe.concurrent("core billing: resume, cards, portal, upcoming, one invoice 
       const theirs = await paid();
       const [their] = (await live.billingCall("GET", `/invoices?platformId=${theirs.platformId}`, theirs.token)).body.data;
       const message = failed(await billing(ada, ["invoices", "show", their.id]));
-      expect(message).toContain(`Reading invoice ${their.id} failed: NOT_FOUND: No invoice ${their.id} (HTTP 404)`);
+      expect(message).toContain(`Reading invoice ${their.id} failed: NOT_FOUND: No such invoice (HTTP 404)`);
       expect(message).toContain("core billing invoices lists the platform's invoices.");
       expect(message).not.toContain(theirs.platformId);
       expect(message).not.toContain(their.customerId);

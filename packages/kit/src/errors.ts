@@ -64,6 +64,13 @@ export const unauthenticated = (message = "Authentication required") =>
 export const forbidden = (message = "You are not allowed to do this") =>
   new ApiError(403, "FORBIDDEN", message);
 export const notFound = (message = "Not found") => new ApiError(404, "NOT_FOUND", message);
+/**
+ * 404 for a resource asked for by its id (docs/vault/cross-cutting/security.md, "404s name nothing"):
+ * the message names the kind of resource ("No such invoice") and never the id, nor anything of the
+ * resource's owner, so another tenant's resource and one that never existed answer the same words
+ * and nothing of theirs is repeated. `hint` says what to do, in words of the caller's own.
+ */
+export const resourceNotFound = (kind: string, hint?: string) => new ApiError(404, "NOT_FOUND", hint ? `No such ${kind}: ${hint}` : `No such ${kind}`);
 export const conflict = (code: ErrorCode, message: string) => new ApiError(409, code, message);
 export const badRequest = (message: string, details: unknown = null) =>
   new ApiError(400, "BAD_REQUEST", message, details);

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { ApiError, badRequest, fetchTraced, notFound, requestIdOf, serviceUnavailable, serviceUnreachable, traceOf, tracingFor, type TraceSource } from "@core/kit";
+import { ApiError, badRequest, fetchTraced, requestIdOf, resourceNotFound, serviceUnavailable, serviceUnreachable, traceOf, tracingFor, type TraceSource } from "@core/kit";
 import { activeOrganizationHint, forbiddenFor, holds, isOperator, readAgainOnReset, requireCaller, TtlCache, type Caller, type CredentialResolvers, type ServiceTokenSource } from "@core/service-auth";
 import type { Engine } from "./engine.js";
 import { auditOperatorAction } from "./operator.js";
@@ -123,13 +123,13 @@ export async function platformScope(
   const caller = await requireCaller(c, deps.credentials);
   if (platformWide(caller, permission)) {
     if (!named) throw badRequest("Name the platform: operators and services pass ?platformId=", { path: "platformId" });
-    if (!(await deps.platforms.exists(named, traceOf(c)))) throw notFound(`No platform ${named}`);
+    if (!(await deps.platforms.exists(named, traceOf(c)))) throw resourceNotFound("platform");
     return { caller, platformId: named };
   }
   const principal = caller.kind === "principal" ? caller.principal : null;
   const own = principal?.platformId;
   if (!principal || !own) throw forbiddenFor(principal, principal ? `Your active organization has no platform to bill. ${activeOrganizationHint(principal)}` : "Your organization has no platform to bill");
-  if (named !== undefined && named !== own) throw notFound(`No platform ${named}`);
+  if (named !== undefined && named !== own) throw resourceNotFound("platform");
   if (!holds(principal, permission, { platformId: own })) throw forbiddenFor(principal, `You need ${permission} on this platform`);
   return { caller, platformId: own };
 }

@@ -5,7 +5,10 @@ import { PlatformDirectory } from "./access.js";
 import { BillingTime } from "./billing-time.js";
 import type { BillingConfig } from "./config.js";
 import type { Engine } from "./engine.js";
+import { askNowAboutPayments } from "./collection.js";
+import { askNowAboutRefunds } from "./credit-notes.js";
 import { IdempotencyKeys } from "./idempotency.js";
+import { LEASE_MS } from "./leases.js";
 import { MailOutbox } from "./mail/outbox.js";
 import { BillingMetrics } from "./metrics.js";
 import { pruneUsageEvents } from "./metering/retention.js";
@@ -52,6 +55,8 @@ export interface BillingDeps {
   mailer?: Mailer;
   /** how long a charge is waited for (tests shorten it); default the provider's own budget */
   chargeDeadlineMs?: number;
+  /** how long billing's leases (idempotency keys, subscription changes, payments in flight) hold unrenewed; default `LEASE_MS` (15 s) */
+  leaseMs?: number;
 }
 
 /** Everything billing's route modules share. */
@@ -90,12 +95,18 @@ export function createApp(deps: BillingDeps) {
     tax: { rates: deps.config.taxRates ?? TaxRates.flat(deps.config.taxPercent), seller: deps.config.seller },
     usageGraceSeconds: deps.config.usageGraceSeconds,
     chargeDeadlineMs,
+    leaseMs: deps.leaseMs ?? LEASE_MS,
     logger: deps.logger,
     billingUrl: deps.config.billingUrl,
     metrics,
   };
   engine.tax.rates.onReloadError = (message) => deps.logger.error({ setting: "CORE_BILLING_TAX_RATES" }, message);
-  const idempotency = new IdempotencyKeys(deps.db, clock);
+  // a retry that takes over from a request whose process died asks about what it left in flight at once
+  const idempotency = new IdempotencyKeys(deps.db, clock, { leaseMs: engine.leaseMs, onHolderGone: async (requestKey) => {
+      await askNowAboutPayments(engine, requestKey);
+      await askNowAboutRefunds(engine, requestKey);
+    },
+  });
   const tierSync = new TierSync(deps.db, deps.config.registryUrl, deps.tokens, deps.logger, deps.fetch);
   // the mail outbox logs each mail by id and kind; the kit's mailer would log its address too
   const mailer = deps.mailer ?? createMailer({ ...deps.config.mail, logger: silentLogger() });

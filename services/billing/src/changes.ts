@@ -5,7 +5,7 @@ import { checkCollection, collectBegun, openInvoice, refuseWhileCollecting, requ
 import { atProvider, customerOfPlatform, ensurePlatformCustomer, findCustomer } from "./customers.js";
 import { customers, invoices, type CustomerRow, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine, taxOf, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
+import { priceInvoice, priceUnderCustomerLock, subscriptionLine, taxOf, type DraftLine, type InvoiceAmounts } from "./invoicing.js";
 import { addMonthsClamped } from "./periods.js";
 import type { Plan, Tier } from "./plans.js";
 import { prorationLines } from "./proration.js";
@@ -31,12 +31,22 @@ async function outcomeOfEarlier(engine: Engine, earlier: InvoiceRow): Promise<In
   return requireSettledPaid(fresh);
 }
 
-/** A change's invoice, opened while the change still holds its subscription's lease (else 409 CHANGE_IN_PROGRESS). */
-async function openUnderLease(engine: Engine, subscriptionId: string, leaseId: string, at: Date, input: OpenInvoice): Promise<InvoiceRow> {
+/**
+ * A change's invoice, priced and opened while the change still holds its subscription's lease (else
+ * 409 CHANGE_IN_PROGRESS): `invoiceOf` prices it under the customer's lock, in this transaction.
+ */
+async function openUnderLease(engine: Engine, subscriptionId: string, leaseId: string, at: Date, invoiceOf: (tx: Db) => Promise<OpenInvoice>): Promise<InvoiceRow> {
   return engine.db.transaction(async (tx) => {
     if (!(await lockUnderLease(tx, subscriptionId, leaseId))) throw changeInProgress();
-    return openInvoice(tx, engine, at, input);
+    return openInvoice(tx, engine, at, await invoiceOf(tx));
   });
+}
+
+/** 409 AMOUNT_CHANGED (DESIGN §6.3): the amount the client expects is no longer what this change comes to. */
+function refuseChangedAmount(expected: number | undefined, amountDueCents: number): void {
+  if (expected !== undefined && expected !== amountDueCents) {
+    throw new ApiError(409, "AMOUNT_CHANGED", `The amount due is now ${amountDueCents} cents, not ${expected}: preview again`, { amountDueCents });
+  }
 }
 
 /** An invoice of a request, and the subscription as its payment left it. */
@@ -87,19 +97,18 @@ export async function upgrade(
       // a retry of this request attaches nothing new: its charge must carry the first try's card
       const card = await engine.provider.attach(customer.id, input.paymentMethodId, { idempotencyKey: `${input.requestKey}:attach` });
       const end = addMonthsClamped(now, 1);
-      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, now, end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
-      const begun = await openUnderLease(engine, subscription.id, leaseId, now, {
-        customer,
+      const begun = await openUnderLease(engine, subscription.id, leaseId, now, async (tx) => ({
+        // the balance as it is now, under the customer's lock: the card's attach above may have taken a while
+        priced: await priceUnderCustomerLock(tx, engine, customer.id, [subscriptionLine(plan, quantity, now, end)]),
         platformId: input.platformId,
         subscriptionId: subscription.id,
         reason: "subscription_create",
         periodStart: now,
         periodEnd: end,
-        amounts,
         requestKey: input.requestKey,
         intent: { kind: "upgrade", tier: plan.tier, planId: plan.id, quantity, paymentMethodId: card.id, metadata: input.metadata ?? null },
         paymentMethodId: card.id,
-      });
+      }));
       return { begun, customer, cardId: card.id };
     },
     engine.logger,
@@ -120,6 +129,8 @@ export interface ChangePreview {
   effectiveAt: Date;
   prorationDate: Date | null;
   currency: string;
+  /** what is charged for the change (the proration lines), before tax and balance */
+  lines: DraftLine[];
   amounts: InvoiceAmounts;
   /** what the proration lines cover */
   periodStart: Date;
@@ -153,12 +164,12 @@ export function previewChange(engine: Engine, subscription: SubscriptionRow, cus
     periodStart: at,
     periodEnd: subscription.currentPeriodEnd,
   };
-  if (subscription.status === "trialing") return { ...base, effectiveAt: at, prorationDate: null, amounts: none };
+  if (subscription.status === "trialing") return { ...base, effectiveAt: at, prorationDate: null, lines: [], amounts: none };
   const oldPlan = engine.catalogue.plan(from);
   const newPlan = engine.catalogue.plan(to.tier);
   const oldPrice = oldPlan.priceCents * subscription.quantity;
   const newPrice = newPlan.priceCents * to.quantity;
-  if (newPrice <= oldPrice) return { ...base, effectiveAt: subscription.currentPeriodEnd, prorationDate: null, amounts: none };
+  if (newPrice <= oldPrice) return { ...base, effectiveAt: subscription.currentPeriodEnd, prorationDate: null, lines: [], amounts: none };
   const proration = prorationLines({
     fromName: priceName(oldPlan, subscription.quantity),
     fromPriceCents: oldPrice,
@@ -171,7 +182,7 @@ export function previewChange(engine: Engine, subscription: SubscriptionRow, cus
   });
   const lines: DraftLine[] = proration.lines.map((line) => ({ kind: "proration", ...line }));
   const amounts = priceInvoice({ lines, tax: taxOf(engine, customer), balanceCents: customer?.balanceCents ?? 0 });
-  return { ...base, effectiveAt: at, prorationDate: at, amounts };
+  return { ...base, effectiveAt: at, prorationDate: at, lines, amounts };
 }
 
 /** The preview in the answer's shape of DESIGN §6.3. */
@@ -291,11 +302,8 @@ async function changeSubscription(
       const differs = target.tier !== subscription.tier || target.quantity !== subscription.quantity;
       const at = differs ? prorationInstant(input.prorationDate, now, subscription) : now;
       const preview = differs ? previewChange(engine, subscription, customer, target, at) : null;
-      if (preview && input.expectedAmountDueCents !== undefined && input.expectedAmountDueCents !== preview.amounts.amountDueCents) {
-        throw new ApiError(409, "AMOUNT_CHANGED", `The amount due is now ${preview.amounts.amountDueCents} cents, not ${input.expectedAmountDueCents}: preview again`, {
-          amountDueCents: preview.amounts.amountDueCents,
-        });
-      }
+      // a change that charges is checked again on the amount priced under the customer's lock, below
+      if (preview) refuseChangedAmount(input.expectedAmountDueCents, preview.amounts.amountDueCents);
       const plan = engine.catalogue.plan(target.tier);
       const alsoAsked = {
         ...(input.cancelAtPeriodEnd !== undefined ? { cancelAtPeriodEnd: input.cancelAtPeriodEnd } : {}),
@@ -328,8 +336,7 @@ async function changeSubscription(
         });
       }
       if (!customer) throw conflict("NO_CUSTOMER", "The platform has no billing customer; upgrade it first");
-      const amounts = preview.amounts;
-      const sumOf = (sign: 1 | -1) => Math.abs(amounts.lines.filter((l) => l.kind === "proration" && Math.sign(l.amountCents) === sign).reduce((sum, l) => sum + l.amountCents, 0));
+      const sumOf = (sign: 1 | -1) => Math.abs(preview.lines.filter((l) => l.kind === "proration" && Math.sign(l.amountCents) === sign).reduce((sum, l) => sum + l.amountCents, 0));
       const intent: Intent = {
         kind: target.tier !== subscription.tier ? "change_tier" : "seats",
         tier: plan.tier,
@@ -342,17 +349,21 @@ async function changeSubscription(
         defaultPaymentMethodId: input.defaultPaymentMethodId ?? null,
         cancelAtPeriodEnd: input.cancelAtPeriodEnd ?? null,
       };
-      const begun = await openUnderLease(engine, subscription.id, leaseId, now, {
-        customer,
-        platformId: subscription.platformId,
-        subscriptionId: subscription.id,
-        reason: "subscription_update",
-        periodStart: at,
-        periodEnd: subscription.currentPeriodEnd,
-        amounts,
-        requestKey: input.requestKey,
-        intent,
-        paymentMethodId: input.defaultPaymentMethodId ?? customer.defaultPaymentMethodId,
+      const begun = await openUnderLease(engine, subscription.id, leaseId, now, async (tx) => {
+        // the preview's lines with the balance as it is under the lock: what another invoice applied meanwhile is gone
+        const priced = await priceUnderCustomerLock(tx, engine, customer.id, preview.lines);
+        refuseChangedAmount(input.expectedAmountDueCents, priced.amounts.amountDueCents);
+        return {
+          priced,
+          platformId: subscription.platformId,
+          subscriptionId: subscription.id,
+          reason: "subscription_update",
+          periodStart: at,
+          periodEnd: subscription.currentPeriodEnd,
+          requestKey: input.requestKey,
+          intent,
+          paymentMethodId: input.defaultPaymentMethodId ?? priced.customer.defaultPaymentMethodId,
+        };
       });
       return { begun };
     },

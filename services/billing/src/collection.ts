@@ -1,10 +1,11 @@
-import { and, eq, inArray, isNotNull, isNull, lte, ne, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, isNull, lte, ne, or, sql } from "drizzle-orm";
 import { ApiError, type Logger } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import { customers, invoiceLines, invoices, subscriptions, type Intent, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { createDraft, emitInvoiceEvent, finalizeDraft, giveBackBalance, type NewInvoice } from "./invoicing.js";
+import { createDraft, emitInvoiceEvent, finalizeDraft, giveBackBalance, intentOf, type NewInvoice } from "./invoicing.js";
 import { mailPaymentFailed, mailReceipt } from "./mail/messages.js";
+import { whileRenewing } from "./leases.js";
 import { HARD_DECLINES, PaymentDeclined, type ChargeOutcome, type ChargeRequest } from "./provider/types.js";
 import { returnToFree, writeSubscription } from "./subscriptions.js";
 import { recordTier } from "./tier-sync.js";
@@ -28,8 +29,6 @@ import { recordTier } from "./tier-sync.js";
 /** Retries of a refused renewal, in days after the first refusal (DESIGN §6.3). */
 export const RETRY_DAYS = [1, 3, 5] as const;
 const DAY_MS = 86_400_000;
-/** How long past its deadline an attempt in flight is left to the process that sent it, before the worker asks about it. */
-const CHARGING_GRACE_MS = 30_000;
 
 /** The wait before the n-th check of an attempt whose outcome is unknown: 1, 2, 4 … minutes, at most an hour. */
 export const checkDelayMs = (checks: number) => Math.min(60_000 * 2 ** Math.min(checks, 10), 3_600_000);
@@ -46,8 +45,6 @@ export type PayableStatus = (typeof PAYABLE)[number];
 /** One-shot intents: a decline voids the invoice (nothing changes, or a trial ends on free). */
 const ONE_SHOT = new Set<Intent["kind"]>(["upgrade", "change_tier", "seats", "trial_end"]);
 
-/** The intent an invoice was made with; invoices older than intents settle what is owed. */
-export const intentOf = (invoice: InvoiceRow): Intent => invoice.intent ?? (invoice.reason === "manual" ? { kind: "manual" } : { kind: "renewal" });
 
 /** 503 PAYMENT_PENDING: the provider's answer for the invoice is unknown yet; a retry with the same key learns the outcome. */
 export class PaymentPending extends ApiError {
@@ -97,7 +94,7 @@ export interface OpenInvoice extends NewInvoice {
 export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenInvoice): Promise<InvoiceRow> {
   const draft = await createDraft(tx, at, input);
   await tx.update(invoices).set({ intent: input.intent }).where(eq(invoices.id, draft.id));
-  const chargeCents = input.amounts.chargeCents;
+  const chargeCents = input.priced.amounts.chargeCents;
   if (chargeCents === 0) {
     const paid = await finalizeDraft(tx, at, draft.id, "paid", engine.tax.seller);
     await applyIntent(tx, engine, paid, at);
@@ -114,8 +111,9 @@ export async function openInvoice(tx: Db, engine: Engine, at: Date, input: OpenI
 /**
  * Begins the invoice's attempt `attempt` with `paymentMethodId` (guarded: the invoice is `from`, open
  * unless a person pays an uncollectible one, at that attempt with nothing in flight); null when
- * another writer got there first. The process that begins it has until `nextCheckAt` to send it;
- * after that the worker asks the provider.
+ * another writer got there first. The process that begins it holds it (`nextCheckAt`, a lease it
+ * renews while it waits for the provider, `AttemptClaim`); once that runs out (the process died) the
+ * worker asks the provider.
  */
 export async function beginAttempt(
   tx: Db,
@@ -132,7 +130,7 @@ export async function beginAttempt(
     .set({
       collectionState: "charging",
       collectionSince: wall,
-      nextCheckAt: new Date(wall.getTime() + engine.chargeDeadlineMs + CHARGING_GRACE_MS),
+      nextCheckAt: new Date(wall.getTime() + engine.leaseMs),
       checkCount: 0,
       chargePaymentMethodId: paymentMethodId,
       attemptRequestKey: requestKey,
@@ -160,10 +158,48 @@ const requestOf = (invoice: InvoiceRow): ChargeRequest | null =>
 const NO_PAYMENT_METHOD: ChargeOutcome = { status: "declined", paymentId: null, code: "no_payment_method", declineCode: null, hard: false };
 
 /**
- * The one call of `provider.charge` (DESIGN §6.9). It waits at most the engine's charge deadline;
- * an answer that comes later still settles the attempt, through the same guarded transition.
+ * The claim of the process that sends an attempt, or asks the provider about it: the invoice's
+ * `nextCheckAt` (wall-clock), a lease of `engine.leaseMs` renewed while the provider is waited for
+ * (docs/vault/cross-cutting/security.md, Billing). Nobody else asks about the attempt while it holds;
+ * a process that died frees it within a lease, and the worker (or the request's retry) asks then.
  */
-async function chargeAttempt(engine: Engine, invoice: InvoiceRow, at: Date | null, logger?: Logger): Promise<ChargeOutcome> {
+class AttemptClaim {
+  constructor(
+    private readonly engine: Engine,
+    private readonly invoiceId: string,
+    private readonly attempt: number,
+    private until: Date | null,
+  ) {}
+
+  static of(engine: Engine, invoice: InvoiceRow): AttemptClaim {
+    return new AttemptClaim(engine, invoice.id, invoice.attemptCount, invoice.nextCheckAt);
+  }
+
+  hold<T>(work: () => Promise<T>): Promise<T> {
+    return whileRenewing(
+      this.engine.leaseMs,
+      async () => {
+        if (!this.until) return false;
+        const next = new Date(this.engine.time.wallNow().getTime() + this.engine.leaseMs);
+        const [renewed] = await this.engine.db
+          .update(invoices)
+          .set({ nextCheckAt: next })
+          .where(and(eq(invoices.id, this.invoiceId), eq(invoices.attemptCount, this.attempt), isNotNull(invoices.collectionState), eq(invoices.nextCheckAt, this.until)))
+          .returning({ id: invoices.id });
+        if (renewed) this.until = next;
+        return renewed !== undefined;
+      },
+      work,
+    );
+  }
+}
+
+/**
+ * The one call of `provider.charge` (DESIGN §6.9), made holding the attempt's claim. It waits at
+ * most the engine's charge deadline; an answer that comes later still settles the attempt, through
+ * the same guarded transition.
+ */
+async function chargeAttempt(engine: Engine, invoice: InvoiceRow, claim: AttemptClaim, at: Date | null, logger?: Logger): Promise<ChargeOutcome> {
   const request = requestOf(invoice);
   if (!request) return NO_PAYMENT_METHOD;
   const call = engine.provider.charge(request).catch((err: unknown): ChargeOutcome => ({ status: "unknown", reason: (err as Error).message }));
@@ -172,7 +208,7 @@ async function chargeAttempt(engine: Engine, invoice: InvoiceRow, at: Date | nul
     timer = setTimeout(() => resolve("late"), engine.chargeDeadlineMs);
     timer.unref();
   });
-  const first = await Promise.race([call, deadline]);
+  const first = await claim.hold(() => Promise.race([call, deadline]));
   clearTimeout(timer);
   if (first !== "late") return first;
   // the provider answers after we stopped waiting: what it says still settles the attempt, if nothing else did
@@ -190,7 +226,7 @@ async function chargeAttempt(engine: Engine, invoice: InvoiceRow, at: Date | nul
  */
 export async function collectBegun(engine: Engine, invoice: InvoiceRow, at: Date | null = null, logger?: Logger): Promise<InvoiceRow> {
   if (!(PAYABLE as readonly string[]).includes(invoice.status) || invoice.collectionState === null) return invoice;
-  const outcome = await chargeAttempt(engine, invoice, at, logger);
+  const outcome = await chargeAttempt(engine, invoice, AttemptClaim.of(engine, invoice), at, logger);
   engine.metrics.collectionOutcome(outcome);
   return settle(engine, invoice.id, invoice.attemptCount, outcome, at);
 }
@@ -208,22 +244,35 @@ export async function checkCollection(engine: Engine, invoiceId: string, logger?
     .from(invoices)
     .where(and(eq(invoices.id, invoiceId), inArray(invoices.status, PAYABLE), isNotNull(invoices.collectionState), lte(invoices.nextCheckAt, wall)));
   if (!due) return currentInvoice(engine.db, invoiceId);
-  // claimed for this check: another replica's worker waits until it would be due again
+  // claimed for this check, held while the provider is asked: another replica's worker waits for it
   const [claimed] = await engine.db
     .update(invoices)
-    .set({ nextCheckAt: new Date(wall.getTime() + engine.chargeDeadlineMs + CHARGING_GRACE_MS) })
+    .set({ nextCheckAt: new Date(wall.getTime() + engine.leaseMs) })
     .where(and(eq(invoices.id, invoiceId), eq(invoices.attemptCount, due.attemptCount), eq(invoices.nextCheckAt, due.nextCheckAt!)))
     .returning();
   if (!claimed) return currentInvoice(engine.db, invoiceId);
+  const claim = AttemptClaim.of(engine, claimed);
   const request = requestOf(claimed);
   let outcome: ChargeOutcome;
   if (!request) outcome = NO_PAYMENT_METHOD;
   else {
-    const found = await engine.provider.findCharge({ ...request, since: claimed.collectionSince ?? wall }).catch((err: unknown): ChargeOutcome => ({ status: "unknown", reason: (err as Error).message }));
-    outcome = found.status === "none" ? await chargeAttempt(engine, claimed, null, logger) : found;
+    const found = await claim.hold(() => engine.provider.findCharge({ ...request, since: claimed.collectionSince ?? wall })).catch((err: unknown): ChargeOutcome => ({ status: "unknown", reason: (err as Error).message }));
+    outcome = found.status === "none" ? await chargeAttempt(engine, claimed, claim, null, logger) : found;
   }
   engine.metrics.collectionOutcome(outcome);
   return settle(engine, invoiceId, claimed.attemptCount, outcome, null);
+}
+
+/**
+ * The payments a request left in flight when its process died (its idempotency lease ran out
+ * unrenewed, `IdempotencyKeys`): nobody waits for their answer any more, so their check is due now,
+ * and the request's retry asks the provider at once instead of waiting out the attempt's claim.
+ */
+export async function askNowAboutPayments(engine: Engine, requestKey: string): Promise<void> {
+  await engine.db
+    .update(invoices)
+    .set({ nextCheckAt: engine.time.wallNow() })
+    .where(and(isNotNull(invoices.collectionState), or(eq(invoices.requestKey, requestKey), eq(invoices.attemptRequestKey, requestKey))));
 }
 
 async function currentInvoice(db: Db, invoiceId: string): Promise<InvoiceRow> {

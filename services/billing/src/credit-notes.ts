@@ -1,10 +1,11 @@
 import Decimal from "decimal.js";
 import { and, asc, eq, sql } from "drizzle-orm";
-import { ApiError, conflict, newId, notFound, unixSeconds, type Logger } from "@core/kit";
+import { ApiError, conflict, type Logger, newId, resourceNotFound, unixSeconds } from "@core/kit";
 import { isUniqueViolation, rowsOf, type Db } from "@core/storage";
 import { checkDelayMs } from "./collection.js";
 import { creditNotes, invoices, type CreditNoteRow, type InvoiceRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
+import { whileRenewing } from "./leases.js";
 import { emitInvoiceEvent, moveBalance, type Actor } from "./invoicing.js";
 import type { RefundOutcome } from "./provider/types.js";
 import { emitEvent } from "./webhooks/outbox.js";
@@ -33,8 +34,6 @@ export interface CreditNoteInput {
 
 const Money = Decimal.clone({ precision: 60, rounding: Decimal.ROUND_HALF_UP });
 
-/** How long the process that wrote a note has to hear the provider's answer before the worker asks (as collection's charging lease). */
-const REFUND_GRACE_MS = 30_000;
 
 /** A credit note in its answer's shape: `GET /invoices/{id}/credit-notes` and the `credit_note.created` event alike (DESIGN §6.8, one shape). */
 export function creditNoteJson(row: CreditNoteRow) {
@@ -122,7 +121,8 @@ async function writeNote(
       memo: note.memo,
       refundId: note.refundId,
       refundState: note.refundState,
-      refundNextCheckAt: note.refundState === "pending" ? new Date(engine.time.wallNow().getTime() + engine.chargeDeadlineMs + REFUND_GRACE_MS) : null,
+      // the writer's claim on the refund, a lease it renews while it waits for the provider (askRefund)
+      refundNextCheckAt: note.refundState === "pending" ? new Date(engine.time.wallNow().getTime() + engine.leaseMs) : null,
       requestKey: note.requestKey,
       actorType: note.actorType,
       actorId: note.actorId,
@@ -178,7 +178,7 @@ export async function issueCreditNote(engine: Engine, invoiceId: string, input: 
     const now = await engine.time.now();
     note = await engine.db.transaction(async (tx) => {
       const invoice = await lockInvoice(tx, invoiceId);
-      if (!invoice || invoice.status === "draft") throw notFound(`No invoice ${invoiceId}`);
+      if (!invoice || invoice.status === "draft") throw resourceNotFound("invoice");
       const again = await noteByRequestKey(tx, requestKey);
       if (again) return again;
       if (invoice.status !== "paid") {
@@ -205,11 +205,27 @@ export async function issueCreditNote(engine: Engine, invoiceId: string, input: 
   return note;
 }
 
-/** Asks the provider for a pending note's refund, with its one key, and records what it says. */
+/**
+ * Asks the provider for a pending note's refund, with its one key, and records what it says. The
+ * note's claim (`refundNextCheckAt`) is held meanwhile, renewed as a lease (docs/vault/cross-cutting/security.md,
+ * Billing): the worker asks about it only once a process that died stopped renewing it.
+ */
 async function askRefund(engine: Engine, note: CreditNoteRow, logger?: Logger): Promise<CreditNoteRow> {
   const [invoice] = await engine.db.select().from(invoices).where(eq(invoices.id, note.invoiceId));
-  const outcome: RefundOutcome = await engine.provider
-    .refund({
+  let held = note.refundNextCheckAt;
+  const renew = async () => {
+    if (!held) return false;
+    const next = new Date(engine.time.wallNow().getTime() + engine.leaseMs);
+    const [renewed] = await engine.db
+      .update(creditNotes)
+      .set({ refundNextCheckAt: next })
+      .where(and(eq(creditNotes.id, note.id), eq(creditNotes.refundState, "pending"), eq(creditNotes.refundNextCheckAt, held)))
+      .returning({ id: creditNotes.id });
+    if (renewed) held = next;
+    return renewed !== undefined;
+  };
+  const outcome: RefundOutcome = await whileRenewing(engine.leaseMs, renew, () =>
+    engine.provider.refund({
       creditNoteId: note.id,
       invoiceId: note.invoiceId,
       customerId: note.customerId,
@@ -217,8 +233,8 @@ async function askRefund(engine: Engine, note: CreditNoteRow, logger?: Logger): 
       amountCents: note.amountCents,
       currency: note.currency,
       idempotencyKey: `refund:${note.id}`,
-    })
-    .catch((err: unknown): RefundOutcome => ({ status: "unknown", reason: (err as Error).message }));
+    }),
+  ).catch((err: unknown): RefundOutcome => ({ status: "unknown", reason: (err as Error).message }));
   if (outcome.status === "unknown") logger?.warn({ creditNoteId: note.id, reason: outcome.reason }, "a refund's outcome is unknown; the worker asks the provider again with the same key");
   return (await settleRefund(engine, note.id, outcome))!;
 }
@@ -277,11 +293,19 @@ export async function checkRefund(engine: Engine, creditNoteId: string, logger?:
   if (!due?.refundNextCheckAt || due.refundNextCheckAt > wall) return due ?? null;
   const [claimed] = await engine.db
     .update(creditNotes)
-    .set({ refundNextCheckAt: new Date(wall.getTime() + engine.chargeDeadlineMs + REFUND_GRACE_MS) })
+    .set({ refundNextCheckAt: new Date(wall.getTime() + engine.leaseMs) })
     .where(and(eq(creditNotes.id, creditNoteId), eq(creditNotes.refundState, "pending"), eq(creditNotes.refundNextCheckAt, due.refundNextCheckAt)))
     .returning();
   if (!claimed) return null;
   return askRefund(engine, claimed, logger);
+}
+
+/** The refunds a request left in flight when its process died: asked about now (as `askNowAboutPayments`). */
+export async function askNowAboutRefunds(engine: Engine, requestKey: string): Promise<void> {
+  await engine.db
+    .update(creditNotes)
+    .set({ refundNextCheckAt: engine.time.wallNow() })
+    .where(and(eq(creditNotes.requestKey, requestKey), eq(creditNotes.refundState, "pending")));
 }
 
 /** `GET /invoices/{id}/credit-notes`: an invoice's notes, in the order they were issued. */

@@ -1,7 +1,7 @@
-import { and, eq, or, sql } from "drizzle-orm";
+import { and, eq, isNotNull, isNull, or, sql } from "drizzle-orm";
 import { randomBytes } from "node:crypto";
 import { z } from "@hono/zod-openapi";
-import { badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { badRequest, conflict, decodeCursor, forbidden, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { isUniqueViolation, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { customers, type Address, type CustomerRow, type TaxExempt, type TaxId } from "./db/schema.js";
 import { isCountry, reverseChargeProblem, TAX_ID_TYPES, taxIdProblem } from "./tax.js";
@@ -30,6 +30,7 @@ export function customerJson(row: CustomerRow) {
     address: row.address ?? null,
     taxIds: row.taxIds ?? [],
     taxExempt: row.taxExempt,
+    taxExemptionRequested: row.taxExemptionRequestedAt ? { note: row.taxExemptionNote!, requestedAt: unixSeconds(row.taxExemptionRequestedAt) } : null,
     createdAt: unixSeconds(row.createdAt),
   };
 }
@@ -56,7 +57,7 @@ const OptionalLine = (max: number) =>
     .transform((s) => (s ? s : null));
 
 /** Limits of a buyer's details (DESIGN §6.11; Stripe's are close: 200 for a line, 5 tax ids shown on invoices). */
-export const BUYER_LIMITS = { name: 200, line: 200, city: 100, postalCode: 20, taxIds: 5, taxIdValue: 64 } as const;
+export const BUYER_LIMITS = { name: 200, line: 200, city: 100, postalCode: 20, taxIds: 5, taxIdValue: 64, taxExemptionNote: 500 } as const;
 
 export const BuyerName = TextLine(BUYER_LIMITS.name);
 
@@ -103,6 +104,9 @@ export const TaxIdsInput = z
 
 export const TaxExemptInput = z.enum(["none", "exempt", "reverse"]);
 
+/** A buyer's request to be made tax exempt: why, in one line (a charity's register number, a public body's name). */
+export const TaxExemptionRequestInput = z.object({ note: TextLine(BUYER_LIMITS.taxExemptionNote) }).strict().openapi("TaxExemptionRequestInput");
+
 export interface NewCustomer {
   email: string;
   name?: string | null;
@@ -148,8 +152,40 @@ export interface CustomerChange {
   /** replaces the list */
   taxIds?: TaxId[];
   taxExempt?: TaxExempt;
+  /** the buyer's request to be made tax exempt, with its note; null withdraws it (the buyer) or dismisses it (the seller) */
+  taxExemptionRequested?: { note: string } | null;
   /** merged into the customer's metadata; a key set to null is removed */
   metadata?: Record<string, unknown>;
+}
+
+/**
+ * Who changes a customer (docs/vault/cross-cutting/security.md, Billing): the buyer (a tenant's member,
+ * its portal session) or the seller (operators, services). Only the seller makes a customer exempt.
+ */
+export type CustomerEditor = "buyer" | "seller";
+
+/**
+ * What a change does to the customer's tax exemption and its request: a buyer cannot set `exempt`
+ * (403; one exempt already may keep it) and records a request instead; the seller's `taxExempt` (any
+ * value) settles a pending request, and the seller only ever dismisses one.
+ */
+function exemptionOf(before: CustomerRow, change: CustomerChange, editor: CustomerEditor, now: Date): Partial<Pick<CustomerRow, "taxExemptionNote" | "taxExemptionRequestedAt">> {
+  const taxExempt = change.taxExempt ?? before.taxExempt;
+  if (editor === "buyer" && change.taxExempt === "exempt" && before.taxExempt !== "exempt") {
+    throw forbidden("Only the seller makes a customer tax exempt: record taxExemptionRequested with a note saying why (a charity's register number, a public body), and an operator decides");
+  }
+  const asked = change.taxExemptionRequested;
+  if (asked === null) return { taxExemptionNote: null, taxExemptionRequestedAt: null };
+  if (asked !== undefined) {
+    if (editor === "seller") throw badRequest("An operator answers a request for tax exemption by setting taxExempt (or dismisses it with taxExemptionRequested: null); only the buyer makes one", { path: "taxExemptionRequested" });
+    if (taxExempt === "exempt") throw conflict("ALREADY_TAX_EXEMPT", "The customer is tax exempt already: there is nothing to request");
+    // the same request saved again (the portal's form) keeps the day it was made
+    if (before.taxExemptionRequestedAt && before.taxExemptionNote === asked.note) return {};
+    return { taxExemptionNote: asked.note, taxExemptionRequestedAt: now };
+  }
+  // the seller's decision, whatever it is, answers the request
+  if (editor === "seller" && change.taxExempt !== undefined) return { taxExemptionNote: null, taxExemptionRequestedAt: null };
+  return {};
 }
 
 /** Stripe's limit on a customer's metadata keys. */
@@ -164,9 +200,13 @@ const MAX_METADATA_KEYS = 50;
  * change that breaks it (another country, the id removed) while `reverse` stays is refused the same
  * way. When the seller's country changes later, the customer keeps `reverse`, and each invoice
  * decides again (`decideTax`): where it no longer holds, the buyer's country's rate applies.
+ * `exempt` is the seller's alone, and a buyer's request for it is recorded for the operators' list
+ * (`exemptionOf`).
  */
-export async function updateCustomer(engine: Engine, id: string, change: CustomerChange): Promise<{ before: CustomerRow; after: CustomerRow }> {
+export async function updateCustomer(engine: Engine, id: string, change: CustomerChange, editor: CustomerEditor): Promise<{ before: CustomerRow; after: CustomerRow }> {
   const before = await findCustomer(engine.db, id);
+  const now = await engine.time.now();
+  const exemption = exemptionOf(before, change, editor, now);
   const taxExempt = change.taxExempt ?? before.taxExempt;
   const touchesTax = change.taxExempt !== undefined || change.address !== undefined || change.taxIds !== undefined;
   if (taxExempt === "reverse" && touchesTax) {
@@ -187,8 +227,9 @@ export async function updateCustomer(engine: Engine, id: string, change: Custome
       ...(change.address !== undefined ? { address: change.address } : {}),
       ...(change.taxIds !== undefined ? { taxIds: change.taxIds } : {}),
       ...(change.taxExempt !== undefined ? { taxExempt: change.taxExempt } : {}),
+      ...exemption,
       metadata,
-      updatedAt: await engine.time.now(),
+      updatedAt: now,
     })
     .where(eq(customers.id, before.id))
     .returning();
@@ -209,14 +250,14 @@ export async function setDefaultCard(engine: Engine, customerId: string, payment
     .set({ defaultPaymentMethodId: paymentMethodId, updatedAt: await engine.time.now() })
     .where(eq(customers.id, customerId))
     .returning();
-  if (!row) throw notFound(`No customer ${customerId}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 
 /** A payment method of this customer, or 404 (another customer's is as unknown as a made-up id). */
 export async function cardOfCustomer(engine: Engine, customer: CustomerRow, paymentMethodId: string): Promise<PaymentMethodView> {
   const card = await engine.provider.find(paymentMethodId);
-  if (!card || card.customerId !== customer.id) throw notFound(`No payment method ${paymentMethodId} on customer ${customer.id}`);
+  if (!card || card.customerId !== customer.id) throw resourceNotFound("payment method", "the customer has no such card");
   return card;
 }
 
@@ -237,7 +278,7 @@ export async function detachCard(engine: Engine, customerId: string, paymentMeth
 
 export async function findCustomer(db: Db, id: string): Promise<CustomerRow> {
   const [row] = await db.select().from(customers).where(eq(customers.id, id));
-  if (!row) throw notFound(`No customer ${id}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 
@@ -252,7 +293,7 @@ export async function customerOfUser(db: Db, userId: string): Promise<CustomerRo
     .select()
     .from(customers)
     .where(or(eq(customers.userId, userId), sql`${customers.metadata} ->> 'userId' = ${userId}`));
-  if (rows.length === 0) throw notFound(`No customer is linked to user ${userId}: create one with metadata.userId`);
+  if (rows.length === 0) throw resourceNotFound("customer", "none is linked to this userId: create one with metadata.userId");
   if (rows.length > 1) throw conflict("SEVERAL_CUSTOMERS", `User ${userId} is linked to ${rows.length} customers (${rows.map((r) => r.id).join(", ")}): subscribe one platform with POST /api/billing/upgrade`);
   return rows[0]!;
 }
@@ -298,9 +339,10 @@ const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
  * a prefix is what a B-tree index serves, so the search stays an index scan however many customers
  * there are (the expression indexes `customers_email_search_idx` and `customers_email_domain_idx`,
  * text_pattern_ops, so LIKE 'x%' uses them whatever the database's collation). A substring would need
- * pg_trgm, an extension not every PostgreSQL (nor PGlite) has. Filters combine with AND.
+ * pg_trgm, an extension not every PostgreSQL (nor PGlite) has. `taxExemptionRequested` finds the
+ * customers whose request for tax exemption waits for an operator's answer. Filters combine with AND.
  */
-export async function listCustomers(db: Db, query: { email?: string; platformId?: string; limit: number; cursor?: string }) {
+export async function listCustomers(db: Db, query: { email?: string; platformId?: string; taxExemptionRequested?: boolean; limit: number; cursor?: string }) {
   const after = decodeCursor(query.cursor, { key: "timestamp", tie: "id" });
   // a cursor of another listing (an invoice's, a subscription's) is no position in this one
   if (after && !after.id.startsWith("cus_")) throw badRequest("Invalid cursor", { path: "cursor" });
@@ -311,6 +353,7 @@ export async function listCustomers(db: Db, query: { email?: string; platformId?
     .where(
       and(
         query.platformId === undefined ? undefined : eq(customers.platformId, query.platformId),
+        query.taxExemptionRequested === undefined ? undefined : query.taxExemptionRequested ? isNotNull(customers.taxExemptionRequestedAt) : isNull(customers.taxExemptionRequestedAt),
         email === undefined ? undefined : or(sql`lower(${customers.email}) like ${email}`, sql`split_part(lower(${customers.email}), '@', 2) like ${email}`),
         keysetAfter(CUSTOMERS_NEWEST_FIRST, after),
       ),

@@ -22,6 +22,11 @@ export interface Engine {
    * budget (Stripe's timeout × its tries) and a little more.
    */
   chargeDeadlineMs: number;
+  /**
+   * How long a lease billing takes (a subscription's change, a payment attempt in flight) holds
+   * unrenewed (`LEASE_MS`, 15 s): renewed while its holder runs, it frees a dead holder's claim within this.
+   */
+  leaseMs: number;
   logger: Logger;
   /** billing's public address: the links in its mails (an invoice's PDF, the portal) live under it */
   billingUrl: string;

@@ -1,9 +1,10 @@
 import Decimal from "decimal.js";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
-import { conflict, newId, notFound, unixSeconds } from "@core/kit";
+import { conflict, newId, resourceNotFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
-import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
+import { balanceLedger, customers, invoiceLines, invoices, type CustomerRow, type CustomerSnapshot, type Intent, type InvoiceLineRow, type InvoiceRow, type Seller } from "./db/schema.js";
 import type { Engine } from "./engine.js";
+import type { Tier } from "./plans.js";
 import { decideTax, type TaxDecision } from "./tax.js";
 import { emitEvent, eventWanted, type EventType } from "./webhooks/outbox.js";
 
@@ -115,31 +116,64 @@ export function priceInvoice(input: { lines: DraftLine[]; tax: TaxDecision; bala
   };
 }
 
-export interface NewInvoice {
+/**
+ * An invoice priced for its customer under the customer's lock, in the transaction that writes it
+ * (`priceUnderCustomerLock`): the only way to the amounts a draft is written with.
+ */
+export interface LockedPricing {
+  /** the customer as it is under the lock: its balance is the one the amounts applied */
   customer: CustomerRow;
+  amounts: InvoiceAmounts;
+  /** the transaction that holds the lock: the invoice is written in it, or not at all */
+  readonly tx: Db;
+}
+
+/**
+ * Prices an invoice of `lines` for a customer with the balance read under the customer's lock
+ * (docs/vault/cross-cutting/security.md, Billing: one credit applied once). The lock is held until
+ * the transaction ends, and the draft is written and finalized in that same transaction, so two
+ * invoices priced at once (a renewal and a usage close on two replicas, a tier change, an upgrade,
+ * `generate`) take turns: the second sees what the first applied, and no credit is applied twice nor
+ * a carried debit collected twice. The customer's current subscription is locked first, as every
+ * change of a subscription locks it before the customer, so the two locks are always taken in one
+ * order. `balance: "debit"` applies only a carried debit (`generate` invoices what is owed). The
+ * preview and the upcoming invoice read without it: they write nothing.
+ */
+export async function priceUnderCustomerLock(tx: Db, engine: Pick<Engine, "tax">, customerId: string, lines: DraftLine[], options: { balance?: "all" | "debit" } = {}): Promise<LockedPricing> {
+  rowsOf(await tx.execute(sql`select id from billing.subscriptions where customer_id = ${customerId} and current for update`));
+  const customer = await lockCustomer(tx, customerId);
+  const balanceCents = options.balance === "debit" ? Math.min(customer.balanceCents, 0) : customer.balanceCents;
+  return { customer, amounts: priceInvoice({ lines, tax: taxOf(engine, customer), balanceCents }), tx };
+}
+
+export interface NewInvoice {
+  /** its amounts and customer, priced under the customer's lock in the transaction that writes it */
+  priced: LockedPricing;
   platformId: string;
   subscriptionId: string | null;
   reason: InvoiceRow["reason"];
   periodStart: Date;
   periodEnd: Date;
-  amounts: InvoiceAmounts;
   /** the request's key: its retry finds this draft again */
   requestKey?: string | null;
 }
 
 /** Writes a draft: not numbered, not owed, invisible to the ledger until it is finalized. */
 export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise<InvoiceRow> {
-  const a = input.amounts;
+  // amounts priced in another transaction read a balance whose lock is gone: never written
+  if (input.priced.tx !== tx) throw new Error("an invoice is written in the transaction that priced it under its customer's lock");
+  const a = input.priced.amounts;
+  const customer = input.priced.customer;
   const [row] = await tx
     .insert(invoices)
     .values({
       id: newId("in"),
       platformId: input.platformId,
-      customerId: input.customer.id,
+      customerId: customer.id,
       subscriptionId: input.subscriptionId,
       reason: input.reason,
       status: "draft",
-      currency: input.customer.currency,
+      currency: customer.currency,
       subtotalCents: a.subtotalCents,
       taxCents: a.taxCents,
       taxRatePercent: a.taxRatePercent,
@@ -152,7 +186,7 @@ export async function createDraft(tx: Db, now: Date, input: NewInvoice): Promise
       periodStart: input.periodStart,
       periodEnd: input.periodEnd,
       // a draft names its buyer as it is now; finalization names it again, as it is then
-      customerSnapshot: snapshotOf(input.customer),
+      customerSnapshot: snapshotOf(customer),
       requestKey: input.requestKey ?? null,
       createdAt: now,
     })
@@ -217,7 +251,7 @@ export async function moveBalance(
 export async function lockCustomer(tx: Db, customerId: string): Promise<CustomerRow> {
   rowsOf(await tx.execute(sql`select id from billing.customers where id = ${customerId} for update`));
   const [row] = await tx.select().from(customers).where(eq(customers.id, customerId));
-  if (!row) throw notFound(`No customer ${customerId}`);
+  if (!row) throw resourceNotFound("customer");
   return row;
 }
 
@@ -301,6 +335,30 @@ export async function linesOfMany(db: Db, invoiceIds: string[]): Promise<Map<str
 
 const seconds = (d: Date | null) => (d ? unixSeconds(d) : null);
 
+/** The intent an invoice was made with (DESIGN §6.9); invoices older than intents settle what is owed. */
+export const intentOf = (invoice: Pick<InvoiceRow, "intent" | "reason">): Intent => invoice.intent ?? (invoice.reason === "manual" ? { kind: "manual" } : { kind: "renewal" });
+
+/** An invoice's intent as every answer shows it. */
+export interface IntentView {
+  kind: Intent["kind"];
+  tier?: Tier;
+  planId?: string;
+  quantity?: number;
+}
+
+/**
+ * The intent in its answer's shape (DESIGN §6.9, like Stripe's `billing_reason`): what becomes true
+ * once the invoice is paid (the kind, and the tier, plan and seats it sets or renews), never how it
+ * is done (the card, the request's metadata, what is credited back).
+ */
+export function intentJson(intent: Intent): IntentView {
+  const view: IntentView = { kind: intent.kind };
+  if ("tier" in intent && intent.tier !== undefined) view.tier = intent.tier as Tier;
+  if ("planId" in intent && intent.planId !== undefined) view.planId = intent.planId;
+  if ("quantity" in intent && intent.quantity !== undefined) view.quantity = intent.quantity;
+  return view;
+}
+
 /** The invoice of DESIGN §6.4 in its answer's shape. */
 export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
   return {
@@ -333,6 +391,7 @@ export function invoiceJson(row: InvoiceRow, lines: InvoiceLineRow[]) {
     attemptCount: row.attemptCount,
     nextPaymentAttempt: seconds(row.nextAttemptAt),
     collection: row.collectionState ? { state: row.collectionState, since: seconds(row.collectionSince), nextCheckAt: seconds(row.nextCheckAt) } : null,
+    intent: intentJson(intentOf(row)),
     lines: lines.map((line) => lineJson(line, line.id)),
   };
 }

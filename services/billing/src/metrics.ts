@@ -5,6 +5,9 @@ import type { BillingTime } from "./billing-time.js";
 import { REMEMBER_MS } from "./metering/ingest.js";
 import type { ChargeOutcome } from "./provider/types.js";
 
+/** What a usage event is answered (DESIGN §6.5): one series of `core_billing_usage_events_total` each. */
+const USAGE_RESULTS = ["accepted", "duplicate", "rejected"] as const;
+
 /** Due items are counted up to this many per job: a count stays one short index scan however large the backlog. */
 const COUNTED_UP_TO = 10_000;
 
@@ -28,6 +31,8 @@ export class BillingMetrics {
   ) {
     this.outcomes = service.counter("core_billing_collection_outcomes_total", "Payment attempts whose outcome collection learned (a charge's answer or a check's), by result", ["result"]);
     this.usageEvents = service.counter("core_billing_usage_events_total", "Usage events answered by POST /usage/events, by result", ["result"]);
+    // each result's series is there at 0 before the first event: a rate of rejected to all is defined from the start
+    for (const result of USAGE_RESULTS) this.usageEvents.inc({ result }, 0);
     this.webhooksGivenUp = service.counter("core_billing_webhook_deliveries_failed_total", "Webhook deliveries given up (failed after three days of retries, or their endpoint deleted)");
     service.addGaugeSource(workerBacklogSource("billing_worker", async () => workerBacklog(db, await time.now(), wallClock.now(), usageGraceSeconds)));
     service.addGaugeSource({
@@ -49,7 +54,7 @@ export class BillingMetrics {
     this.outcomes.inc({ result: outcome.status });
   }
 
-  /** What one batch of usage events was answered. */
+  /** What one batch of usage events was answered (`ingestBatch`, once it is committed). */
   usageBatch(answer: { accepted: number; duplicates: number; rejected: number }): void {
     this.usageEvents.inc({ result: "accepted" }, answer.accepted);
     this.usageEvents.inc({ result: "duplicate" }, answer.duplicates);

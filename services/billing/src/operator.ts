@@ -1,11 +1,11 @@
 import { and, count, eq, inArray, sql } from "drizzle-orm";
-import { ApiError, badRequest, conflict, decodeCursor, newId, notFound, toPage, unixSeconds, type Clock } from "@core/kit";
+import { ApiError, badRequest, type Clock, conflict, decodeCursor, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { beginAttempt, checkCollection, collectBegun, openInvoice, PaymentPending, refuseWhileCollecting, requireSettledPaid, voidInvoice } from "./collection.js";
 import { findCustomer } from "./customers.js";
 import { invoices, operatorAudit, subscriptions, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { lockCustomer, moveBalance, priceInvoice, taxOf, type Actor } from "./invoicing.js";
+import { moveBalance, priceUnderCustomerLock, type Actor } from "./invoicing.js";
 import { parseMajorAmount } from "./money.js";
 import { TIERS, type Tier } from "./plans.js";
 import { prorate } from "./proration.js";
@@ -86,7 +86,8 @@ async function adjustBalance(engine: Engine, input: BalanceAdjustment, actor: Ac
   const now = await engine.time.now();
   const signed = kind === "credit" ? parsed.minorUnits : -parsed.minorUnits;
   const balanceCents = await engine.db.transaction((tx) => moveBalance(tx, now, customer.id, signed, { kind, description: input.description, currency, ...actor }));
-  return { before: { balanceCents: customer.balanceCents }, after: { balanceCents }, amountCents: parsed.minorUnits, currency };
+  // the audit's before is the balance this movement started from (the row read above may be older: another invoice may have moved it since)
+  return { before: { balanceCents: balanceCents - signed }, after: { balanceCents }, amountCents: parsed.minorUnits, currency };
 }
 
 /**
@@ -177,7 +178,7 @@ async function invoiceMadeBy(db: Db, requestKey: string): Promise<InvoiceRow | n
 async function underCustomerSubscription<T>(engine: Engine, customerId: string, work: () => Promise<T>): Promise<T> {
   const [current] = await engine.db.select({ id: subscriptions.id }).from(subscriptions).where(and(eq(subscriptions.customerId, customerId), eq(subscriptions.current, true)));
   if (!current) return work();
-  return withSubscriptionLease(engine.db, () => engine.time.wallNow(), current.id, async () => {
+  return withSubscriptionLease(engine, current.id, async () => {
     await refuseWhileCollecting(engine.db, current.id);
     return work();
   });
@@ -196,8 +197,8 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
   const begun = await underCustomerSubscription(engine, input.customerId, async () => {
     const now = toSecond(await engine.time.now());
     return engine.db.transaction(async (tx) => {
-      const customer = await lockCustomer(tx, input.customerId);
-      const amounts = priceInvoice({ lines: [], tax: taxOf(engine, customer), balanceCents: Math.min(customer.balanceCents, 0) });
+      const priced = await priceUnderCustomerLock(tx, engine, input.customerId, [], { balance: "debit" });
+      const { customer, amounts } = priced;
       if (amounts.lines.length === 0) throw conflict("NOTHING_TO_INVOICE", "Nothing is pending for this customer: no carried balance (usage is invoiced when its period closes)");
       if (amounts.chargeCents === 0 && amounts.carriedForwardCents === amounts.amountDueCents) {
         // a debit under the minimum charge would only be carried again, on a new invoice each time
@@ -206,13 +207,12 @@ export async function generateInvoice(engine: Engine, input: { customerId: strin
       if (input.description) amounts.lines[0] = { ...amounts.lines[0]!, description: `${input.description} (${amounts.lines[0]!.description.toLowerCase()})` };
       const [current] = await tx.select().from(subscriptions).where(and(eq(subscriptions.customerId, customer.id), eq(subscriptions.current, true)));
       return openInvoice(tx, engine, now, {
-        customer,
+        priced,
         platformId: customer.platformId ?? current?.platformId ?? "",
         subscriptionId: current?.id ?? null,
         reason: "manual",
         periodStart: now,
         periodEnd: now,
-        amounts,
         requestKey,
         intent: { kind: "manual" },
         paymentMethodId: customer.defaultPaymentMethodId,
@@ -236,11 +236,11 @@ function answerCollected(invoice: InvoiceRow): InvoiceRow {
  */
 export async function payInvoice(engine: Engine, invoiceId: string, input: { paymentMethodId?: string; platformId?: string }, requestKey: string): Promise<InvoiceRow> {
   const [found] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
-  if (!found || found.status === "draft" || (input.platformId !== undefined && found.platformId !== input.platformId)) throw notFound(`No invoice ${invoiceId}`);
+  if (!found || found.status === "draft" || (input.platformId !== undefined && found.platformId !== input.platformId)) throw resourceNotFound("invoice");
   if (found.attemptRequestKey === requestKey) return outcomeOfAttempt(found.collectionState !== null ? await checkCollection(engine, found.id, engine.logger) : found);
   if (input.paymentMethodId !== undefined) {
     const card = await engine.provider.find(input.paymentMethodId);
-    if (!card || card.customerId !== found.customerId) throw notFound(`No payment method ${input.paymentMethodId} on this invoice's customer`);
+    if (!card || card.customerId !== found.customerId) throw resourceNotFound("payment method", "the invoice's customer has no such card");
   }
   const begin = async () => {
     const [fresh] = await engine.db.select().from(invoices).where(eq(invoices.id, invoiceId));
@@ -252,7 +252,7 @@ export async function payInvoice(engine: Engine, invoiceId: string, input: { pay
     if (!begun) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} began meanwhile`, { invoiceId });
     return begun;
   };
-  const begun = found.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), found.subscriptionId, begin) : await begin();
+  const begun = found.subscriptionId ? await withSubscriptionLease(engine, found.subscriptionId, begin) : await begin();
   return outcomeOfAttempt(await collectBegun(engine, begun, null, engine.logger));
 }
 
@@ -264,7 +264,7 @@ export async function voidByOperator(engine: Engine, invoiceId: string, actor: A
   const now = await engine.time.now();
   return engine.db.transaction(async (tx) => {
     const [before] = await tx.select().from(invoices).where(eq(invoices.id, invoiceId)).for("update");
-    if (!before || before.status === "draft") throw notFound(`No invoice ${invoiceId}`);
+    if (!before || before.status === "draft") throw resourceNotFound("invoice");
     if (before.status !== "open") throw conflict("INVOICE_NOT_OPEN", `Invoice ${invoiceId} is ${before.status}; only an open invoice can be voided`);
     if (before.collectionState !== null) throw new ApiError(409, "PAYMENT_PENDING", `A payment of invoice ${invoiceId} is in progress: it can be voided once its outcome is known`, { invoiceId });
     return { before, after: await voidInvoice(tx, before, now, actor) };

@@ -7,7 +7,7 @@ import { beginAttempt, checkCollection, collectBegun, inFlightInvoice, openInvoi
 import { findCustomer } from "./customers.js";
 import { invoices, subscriptions, workBackoff, type InvoiceRow, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
-import { priceInvoice, subscriptionLine, taxOf } from "./invoicing.js";
+import { priceUnderCustomerLock, subscriptionLine } from "./invoicing.js";
 import { closePeriod } from "./metering/close.js";
 import { periodAt, periodOf } from "./periods.js";
 import type { Tier } from "./plans.js";
@@ -64,18 +64,16 @@ export async function advanceSubscription(engine: Engine, subscriptionId: string
       if (subscription.tier !== tier) await recordTier(tx, subscription.platformId, tier, engine.time.wallNow());
       if (tier === "free") return null;
       await refuseSecondCycle(tx, subscriptionId, period.start);
-      const customer = await findCustomer(tx, subscription.customerId!);
-      const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
+      const priced = await priceUnderCustomerLock(tx, engine, subscription.customerId!, [subscriptionLine(plan, quantity, period.start, period.end)]);
       const renewal = await openInvoice(tx, engine, at, {
-        customer,
+        priced,
         platformId: subscription.platformId,
         subscriptionId,
         reason: "subscription_cycle",
         periodStart: period.start,
         periodEnd: period.end,
-        amounts,
-        intent: { kind: "renewal" },
-        paymentMethodId: customer.defaultPaymentMethodId,
+        intent: { kind: "renewal", tier, planId: plan.id, quantity },
+        paymentMethodId: priced.customer.defaultPaymentMethodId,
       });
       return renewal.status === "open" ? renewal : null;
     });
@@ -101,18 +99,16 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
       return null;
     }
     await refuseSecondCycle(tx, subscription.id, period.start);
-    const customer = await findCustomer(tx, subscription.customerId);
-    const amounts = priceInvoice({ lines: [subscriptionLine(plan, quantity, period.start, period.end)], tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
+    const priced = await priceUnderCustomerLock(tx, engine, subscription.customerId, [subscriptionLine(plan, quantity, period.start, period.end)]);
     const invoice = await openInvoice(tx, engine, at, {
-      customer,
+      priced,
       platformId: subscription.platformId,
       subscriptionId: subscription.id,
       reason: "trial_end",
       periodStart: period.start,
       periodEnd: period.end,
-      amounts,
       intent: { kind: "trial_end", tier, planId: plan.id, quantity },
-      paymentMethodId: customer.defaultPaymentMethodId,
+      paymentMethodId: priced.customer.defaultPaymentMethodId,
     });
     return invoice.status === "open" ? invoice : null;
   });
@@ -126,7 +122,7 @@ async function endTrial(engine: Engine, subscription: SubscriptionRow, at: Date,
 export async function withUpToDateSubscription<T>(engine: Engine, locate: () => Promise<string>, change: (leaseId: string, now: Date, subscriptionId: string) => Promise<T>, logger?: Logger): Promise<T> {
   for (;;) {
     const subscriptionId = await locate();
-    const step = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
+    const step = await withSubscriptionLease(engine, subscriptionId, async (leaseId): Promise<{ due: InvoiceRow } | { done: T }> => {
       const now = toSecond(await engine.time.now());
       const due = await advanceSubscription(engine, subscriptionId, now, leaseId);
       return due ? { due } : { done: await change(leaseId, now, subscriptionId) };
@@ -172,7 +168,7 @@ async function retryInvoice(engine: Engine, invoiceId: string, now: Date, logger
   };
   const [due] = await engine.db.select({ subscriptionId: invoices.subscriptionId, at: invoices.nextAttemptAt }).from(invoices).where(eq(invoices.id, invoiceId));
   if (!due) return null;
-  const begun = due.subscriptionId ? await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.subscriptionId, () => begin(engine.db)) : await begin(engine.db);
+  const begun = due.subscriptionId ? await withSubscriptionLease(engine, due.subscriptionId, () => begin(engine.db)) : await begin(engine.db);
   return begun ? collectBegun(engine, begun, due.at, logger) : null;
 }
 
@@ -286,7 +282,7 @@ async function work(engine: Engine, due: Due, logger?: Logger): Promise<void> {
       return;
     case "subscription": {
       // only what falls due at this instant: the next item is the next earliest, whoever's it is
-      const begun = await withSubscriptionLease(engine.db, () => engine.time.wallNow(), due.id, (leaseId) => advanceSubscription(engine, due.id, due.at, leaseId));
+      const begun = await withSubscriptionLease(engine, due.id, (leaseId) => advanceSubscription(engine, due.id, due.at, leaseId));
       if (begun) await collectBegun(engine, begun, begun.finalizedAt, logger);
       return;
     }

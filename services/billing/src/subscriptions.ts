@@ -1,10 +1,11 @@
 import { and, desc, eq, isNull, lt, ne, or, sql } from "drizzle-orm";
-import { ApiError, badRequest, decodeCursor, newId, notFound, toPage, unixSeconds } from "@core/kit";
+import { ApiError, badRequest, decodeCursor, newId, resourceNotFound, toPage, unixSeconds } from "@core/kit";
 import { keysetAfter, keysetOrder, rowsOf, type Db, type KeysetColumns } from "@core/storage";
 import { subscriptions, type SubscriptionRow } from "./db/schema.js";
 import type { Engine } from "./engine.js";
 import { periodAt } from "./periods.js";
 import type { Catalogue, Tier } from "./plans.js";
+import { whileRenewing } from "./leases.js";
 import { recordTier } from "./tier-sync.js";
 import { emitEvent, type EventType } from "./webhooks/outbox.js";
 
@@ -56,7 +57,7 @@ function eventOf(before: SubscriptionRow | null, after: SubscriptionRow): EventT
  */
 export async function writeSubscription(tx: Db, subscription: Pick<SubscriptionRow, "id">, set: SubscriptionChange): Promise<SubscriptionRow> {
   const [before] = await tx.select().from(subscriptions).where(eq(subscriptions.id, subscription.id)).for("update");
-  if (!before) throw notFound(`No subscription ${subscription.id}`);
+  if (!before) throw resourceNotFound("subscription");
   const [after] = await tx.update(subscriptions).set(set).where(eq(subscriptions.id, subscription.id)).returning();
   const type = eventOf(before, after!);
   if (type) await emitEvent(tx, type, subscriptionJson(after!), after!.updatedAt);
@@ -118,7 +119,7 @@ export function freeSubscription(catalogue: Catalogue, platformId: string, ancho
 
 export async function findSubscription(db: Db, id: string): Promise<SubscriptionRow> {
   const [row] = await db.select().from(subscriptions).where(eq(subscriptions.id, id));
-  if (!row) throw notFound(`No subscription ${id}`);
+  if (!row) throw resourceNotFound("subscription");
   return row;
 }
 
@@ -160,8 +161,6 @@ export async function listSubscriptions(db: Db, query: { status?: SubscriptionLi
   return { data: page.data.map(subscriptionJson), cursor: page.cursor };
 }
 
-/** How long a change holds its subscription: longer than any provider call it waits for. */
-const LEASE_MS = 60_000;
 /** How long a change waits for another one (or a renewal) to finish before answering 409. */
 const WAIT_MS = 10_000;
 
@@ -170,29 +169,41 @@ export const changeInProgress = () =>
 
 /**
  * Runs `change` holding the subscription's lease (DESIGN §6.3: every change takes the subscription
- * first). The lease is a row claim with an expiry, not a database lock: the provider's charge
- * happens while it is held, and a process that dies mid-change frees it by expiry. Other changes and
- * renewals wait for it; the change itself applies its result with `applyUnderLease`.
+ * first). The lease is a row claim with an expiry, not a database lock: provider calls (a card's
+ * attach) happen while it is held. It is short and renewed while the change runs (`whileRenewing`):
+ * a slow provider never loses it, and a process that dies mid-change frees it within a lease
+ * (`engine.leaseMs`). Other changes and renewals wait for it; the change itself applies its result
+ * under `lockUnderLease`.
  */
-export async function withSubscriptionLease<T>(db: Db, wallNow: () => Date, subscriptionId: string, change: (leaseId: string) => Promise<T>): Promise<T> {
+export async function withSubscriptionLease<T>(engine: Pick<Engine, "db" | "time" | "leaseMs">, subscriptionId: string, change: (leaseId: string) => Promise<T>): Promise<T> {
+  const { db } = engine;
+  const wallNow = () => engine.time.wallNow();
   const leaseId = newId("lse");
   const deadline = wallNow().getTime() + WAIT_MS;
   for (;;) {
     const now = wallNow();
     const [claimed] = await db
       .update(subscriptions)
-      .set({ leaseId, leaseUntil: new Date(now.getTime() + LEASE_MS) })
+      .set({ leaseId, leaseUntil: new Date(now.getTime() + engine.leaseMs) })
       .where(and(eq(subscriptions.id, subscriptionId), or(isNull(subscriptions.leaseUntil), lt(subscriptions.leaseUntil, now))))
       .returning({ id: subscriptions.id });
     if (claimed) break;
     // nothing to wait for when there is no such subscription
     const [exists] = await db.select({ id: subscriptions.id }).from(subscriptions).where(eq(subscriptions.id, subscriptionId));
-    if (!exists) throw notFound(`No subscription ${subscriptionId}`);
+    if (!exists) throw resourceNotFound("subscription");
     if (now.getTime() > deadline) throw changeInProgress();
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
+  const renew = async () => {
+    const [renewed] = await db
+      .update(subscriptions)
+      .set({ leaseUntil: new Date(wallNow().getTime() + engine.leaseMs) })
+      .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.leaseId, leaseId)))
+      .returning({ id: subscriptions.id });
+    return renewed !== undefined;
+  };
   try {
-    return await change(leaseId);
+    return await whileRenewing(engine.leaseMs, renew, () => change(leaseId));
   } finally {
     await db.update(subscriptions).set({ leaseId: null, leaseUntil: null }).where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.leaseId, leaseId)));
   }

@@ -3,7 +3,7 @@ import { ApiError, unixSeconds } from "@core/kit";
 import { usageTotals } from "./db/schema.js";
 import { customerOfPlatform } from "./customers.js";
 import type { Engine } from "./engine.js";
-import { lineJson, priceInvoice, snapshotJson, snapshotOf, subscriptionLine, taxOf, type DraftLine } from "./invoicing.js";
+import { intentJson, lineJson, priceInvoice, snapshotJson, snapshotOf, subscriptionLine, taxOf, type DraftLine } from "./invoicing.js";
 import { overageLines } from "./metering/close.js";
 import { canonical } from "./metering/events.js";
 import { periodAt, periodOf } from "./periods.js";
@@ -81,6 +81,8 @@ export async function upcomingInvoice(engine: Engine, platformId: string) {
     attemptCount: 0,
     nextPaymentAttempt: null,
     collection: null,
+    // what the renewal (or the trial's end) will make true: the period of this tier and seats
+    intent: intentJson({ kind: subscription.status === "trialing" ? "trial_end" : "renewal", tier, planId: plan.id, quantity }),
     nextChargeAt: unixSeconds(at),
     /** what the card will be charged: the amount due less what is under the minimum and carried on */
     chargeCents: sum("chargeCents"),

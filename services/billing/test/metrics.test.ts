@@ -62,6 +62,8 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
       expect(valueOf(samples, "core_worker_due_items", { job }), job).toBe(0);
       expect(valueOf(samples, "core_worker_oldest_due_age_seconds", { job }), job).toBe(0);
     }
+    // the usage counters are there at 0 before the first event, so a rate over them (rejected / all) is defined from the start
+    for (const result of ["accepted", "duplicate", "rejected"]) expect(valueOf(samples, "core_billing_usage_events_total", { result }), result).toBe(0);
     expect(valueOf(samples, "core_metrics_source_up", { source: "billing_worker" })).toBe(1);
     expect(valueOf(samples, "core_metrics_source_up", { source: "billing_outbox" })).toBe(1);
     // every job's pass series is there before its first pass (at 0), so "passes stopped" can alert on it
@@ -176,20 +178,29 @@ describe.each(testDatabases())("billing's metrics ($name)", (database) => {
     expect(valueOf(settled.samples, "core_worker_pass_duration_seconds_count", { job: "webhook_deliveries" })).toBeGreaterThanOrEqual(1);
   });
 
-  it("counts usage events accepted, duplicate and rejected", async () => {
+  it("counts usage events accepted, duplicate and rejected by every ingestion request, read over real HTTP", async () => {
+    const http = await b.overHttp();
+    const scrapeHttp = async () => {
+      const res = await fetch(`${http.url}/metrics`);
+      expect(res.status).toBe(200);
+      return parsePrometheus(await res.text());
+    };
     const platformId = await b.newPlatform();
-    const result = (r: string) => counted("core_billing_usage_events_total", { result: r });
-    const before = { accepted: await result("accepted"), duplicate: await result("duplicate"), rejected: await result("rejected") };
+    const results = async () => {
+      const { samples } = await scrapeHttp();
+      return Object.fromEntries(["accepted", "duplicate", "rejected"].map((r) => [r, valueOf(samples, "core_billing_usage_events_total", { result: r }) ?? 0]));
+    };
+    const before = await results();
     const at = Math.floor(b.clock.now().getTime() / 1000) - 60;
     const event = { id: unique("evt"), platformId, meter: "api_requests", quantity: 1, timestamp: at };
-    const first = await b.call("POST", "/usage/events", { headers: op, body: { events: [event, { ...event, id: unique("evt"), meter: "no_such_meter" }] } });
-    expect(first.body).toMatchObject({ accepted: 1, duplicates: 0, rejected: 1 });
-    const again = await b.call("POST", "/usage/events", { headers: op, body: { events: [event] } });
-    expect(again.body).toMatchObject({ accepted: 0, duplicates: 1, rejected: 0 });
-    expect({ accepted: await result("accepted"), duplicate: await result("duplicate"), rejected: await result("rejected") }).toEqual({
-      accepted: before.accepted + 1,
-      duplicate: before.duplicate + 1,
-      rejected: before.rejected + 1,
-    });
+    const first = await http.call("POST", "/usage/events", { headers: op, body: { events: [event, { ...event, id: unique("evt"), meter: "no_such_meter" }, { ...event, id: unique("evt"), quantity: 2 }] } });
+    expect(first.body).toMatchObject({ accepted: 2, duplicates: 0, rejected: 1 });
+    // the same path under the /api/billing prefix, a duplicate, an id reused with other content, a batch too old
+    const again = await http.call("POST", "/api/billing/usage/events", { headers: op, body: { events: [event, { ...event, quantity: 5 }, { ...event, id: unique("evt"), timestamp: at - 40 * 86_400 }] } });
+    expect(again.body).toMatchObject({ accepted: 0, duplicates: 1, rejected: 2 });
+    expect(await results()).toEqual({ accepted: before.accepted! + 2, duplicate: before.duplicate! + 1, rejected: before.rejected! + 3 });
+    // a batch refused whole (not a list of events) counts no event
+    expect((await http.call("POST", "/usage/events", { headers: op, body: { events: "none" } })).status).toBe(400);
+    expect(await results()).toEqual({ accepted: before.accepted! + 2, duplicate: before.duplicate! + 1, rejected: before.rejected! + 3 });
   });
 });

@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, or, sql } from "drizzle-orm";
-import { ApiError, conflict, decodeCursor, newId, notFound, toPage, type Clock } from "@core/kit";
+import { ApiError, type Clock, conflict, decodeCursor, newId, resourceNotFound, toPage } from "@core/kit";
 import { isUniqueViolation, ReadBatcher, keysetAfter, keysetOrder, type Db, type KeysetColumns } from "@core/storage";
 import { platforms, stacks, type PlatformRow, type StackRow } from "./db/schema.js";
 
@@ -90,7 +90,7 @@ function platformById(db: Db, id: string): Promise<PlatformRow | undefined> {
 
 export async function findPlatform(db: Db, id: string): Promise<PlatformRow> {
   const row = await platformById(db, id);
-  if (!row) throw notFound(`No platform ${id}`);
+  if (!row) throw resourceNotFound("platform");
   return row;
 }
 
@@ -115,7 +115,7 @@ export async function updatePlatform(db: Db, clock: Clock, id: string, changes: 
     .set({ ...changes, updatedAt: clock.now() })
     .where(eq(platforms.id, id))
     .returning();
-  if (!row) throw notFound(`No platform ${id}`);
+  if (!row) throw resourceNotFound("platform");
   return row;
 }
 
@@ -141,7 +141,7 @@ export async function findStack(db: Db, platformId: string, stackId: string): Pr
     .select()
     .from(stacks)
     .where(and(eq(stacks.platformId, platformId), eq(stacks.id, stackId)));
-  if (!row) throw notFound(`No stack ${stackId} on platform ${platformId}`);
+  if (!row) throw resourceNotFound("stack");
   return row;
 }
 
@@ -204,7 +204,7 @@ export async function deleteStack(db: Db, platformId: string, stackId: string): 
     .delete(stacks)
     .where(and(eq(stacks.platformId, platformId), eq(stacks.id, stackId)))
     .returning({ id: stacks.id });
-  if (deleted.length === 0) throw notFound(`No stack ${stackId} on platform ${platformId}`);
+  if (deleted.length === 0) throw resourceNotFound("stack");
 }
 
 /** serialises default changes per platform: concurrent "make me default" calls take turns */
@@ -212,7 +212,7 @@ async function lockPlatform(tx: Db, platformId: string) {
   const [row] = await tx.execute<{ id: string }>(sql`select id from registry.platforms where id = ${platformId} for update`).then(
     (r) => (r as unknown as { rows: { id: string }[] }).rows,
   );
-  if (!row) throw notFound(`No platform ${platformId}`);
+  if (!row) throw resourceNotFound("platform");
 }
 
 async function clearDefault(tx: Db, platformId: string, now: Date) {

@@ -8,7 +8,8 @@ import { webhookTables } from "@core/webhooks";
  * becomes the default); `change_tier` and `seats` apply a tier and/or quantity at the invoice's
  * proration date, adding what they charged and credited to the period's record, with what the same
  * request asked besides (a new default card, the cancellation flag, which waiting change it calls
- * off); `trial_end` starts the paid period the invoice charges; `renewal` and `manual` settle what is owed.
+ * off); `trial_end` starts the paid period the invoice charges; `renewal` (a period's base price, or a
+ * usage invoice) and `manual` settle what is owed.
  */
 export type Intent =
   | { kind: "upgrade"; tier: string; planId: string; quantity: number; paymentMethodId: string; metadata: Record<string, unknown> | null }
@@ -25,7 +26,8 @@ export type Intent =
       cancelAtPeriodEnd: boolean | null;
     }
   | { kind: "trial_end"; tier: string; planId: string; quantity: number }
-  | { kind: "renewal" }
+  /** a period's renewal names what it renews (invoices before intents named it did not); a usage invoice, like a renewal, names nothing */
+  | { kind: "renewal"; tier?: string; planId?: string; quantity?: number }
   | { kind: "manual" };
 
 /** A postal address as invoices print it (DESIGN §6.11); `country` is ISO 3166-1 alpha-2, `state` the region's code. */
@@ -90,7 +92,11 @@ export const customers = billing.table(
     /** buyer details (DESIGN §6.11), set by the tenant, the portal or an operator; copied onto each invoice */
     address: jsonb("address").$type<Address>(),
     taxIds: jsonb("tax_ids").$type<TaxId[]>().notNull().default([]),
+    /** `exempt` is set by the seller only (docs/vault/concepts/invoices-and-tax.md); `reverse` the buyer may claim */
     taxExempt: text("tax_exempt", { enum: ["none", "exempt", "reverse"] }).notNull().default("none"),
+    /** a buyer's pending request to be made tax exempt, with its note (why); the seller settles it by setting `taxExempt` */
+    taxExemptionNote: text("tax_exemption_note"),
+    taxExemptionRequestedAt: ts("tax_exemption_requested_at"),
     /** the customer at the payment provider (Stripe's `cus_…`); null on the local provider, or before the first call to Stripe */
     providerCustomerId: text("provider_customer_id"),
     /** the `<PREFIX>` of this customer's invoice numbers */
@@ -110,6 +116,9 @@ export const customers = billing.table(
     index("customers_created_idx").on(t.createdAt, t.id),
     index("customers_email_search_idx").on(sql`lower(${t.email}) text_pattern_ops`),
     index("customers_email_domain_idx").on(sql`split_part(lower(${t.email}), '@', 2) text_pattern_ops`),
+    // GET /customers?taxExemptionRequested=true: the few pending requests, newest first, without a scan of every customer
+    index("customers_tax_exemption_requested_idx").on(t.createdAt, t.id).where(sql`${t.taxExemptionRequestedAt} is not null`),
+    check("customers_tax_exemption_request_whole", sql`(${t.taxExemptionNote} is null) = (${t.taxExemptionRequestedAt} is null)`),
   ],
 );
 

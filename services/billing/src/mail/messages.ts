@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import type { Db } from "@core/storage";
-import { intentOf } from "../collection.js";
+import { intentOf } from "../invoicing.js";
 import { customers, paymentMethods, type InvoiceRow, type SubscriptionRow } from "../db/schema.js";
 import type { Engine } from "../engine.js";
 import { formatMoney } from "../money.js";

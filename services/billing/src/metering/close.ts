@@ -3,7 +3,7 @@ import { rowsOf } from "@core/storage";
 import { openInvoice } from "../collection.js";
 import { usagePeriods } from "../db/schema.js";
 import type { Engine } from "../engine.js";
-import { lockCustomer, priceInvoice, taxOf, type DraftLine } from "../invoicing.js";
+import { priceUnderCustomerLock, type DraftLine } from "../invoicing.js";
 import { lineAmountCents, overageOf } from "../money.js";
 import { METERS, type Plan, type Tier } from "../plans.js";
 import { canonical, pgTime } from "./events.js";
@@ -72,19 +72,17 @@ export async function closePeriod(engine: Engine, platformId: string, periodStar
     const lines = period.tier === "free" ? [] : overageLines(plan, totals, periodStart, end);
     let invoiceId: string | null = null;
     if (period.customer_id && lines.some((line) => line.amountCents > 0)) {
-      const customer = await lockCustomer(tx, period.customer_id);
-      const amounts = priceInvoice({ lines, tax: taxOf(engine, customer), balanceCents: customer.balanceCents });
+      const priced = await priceUnderCustomerLock(tx, engine, period.customer_id, lines);
       // due at once: the worker's next item charges it as it charges a renewal, retries included (DESIGN §6.9)
       const invoice = await openInvoice(tx, engine, at, {
-        customer,
+        priced,
         platformId,
         subscriptionId: period.subscription_id,
         reason: "usage",
         periodStart,
         periodEnd: end,
-        amounts,
         intent: { kind: "renewal" },
-        paymentMethodId: customer.defaultPaymentMethodId,
+        paymentMethodId: priced.customer.defaultPaymentMethodId,
         firstAttempt: "worker",
       });
       invoiceId = invoice.id;

@@ -179,13 +179,14 @@ export async function ingestBatch(deps: IngestDeps, raw: unknown[]): Promise<Ing
   });
 
   const ordered = [...results.values()].sort((a, b) => a.index - b.index);
-  return {
+  const counts = {
     accepted: ordered.filter((r) => r.status === "accepted").length,
     duplicates: ordered.filter((r) => r.status === "duplicate").length,
     rejected: ordered.filter((r) => r.status === "rejected").length,
-    results: ordered,
-    alerts: answer,
   };
+  // counted once the batch is committed, by the one path every batch takes (DESIGN §10)
+  engine.metrics.usageBatch(counts);
+  return { ...counts, results: ordered, alerts: answer };
 }
 
 /** How many platforms a batch asks the registry about at once (a batch may name up to 1000). */

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { notFound, unixSeconds } from "@core/kit";
+import { resourceNotFound, unixSeconds } from "@core/kit";
 import { rowsOf, type Db } from "@core/storage";
 import type { Engine } from "../engine.js";
 import { METERS, type Tier } from "../plans.js";
@@ -39,7 +39,7 @@ async function recount(engine: Engine, db: Db, platformId: string, start: Date) 
       select period_end, status, tier, invoice_id, closed_totals from billing.usage_periods
       where platform_id = ${platformId} and period_start = ${at}::timestamptz`),
   );
-  if (!period) throw notFound(`No billing period of platform ${platformId} starts at ${unixSeconds(start)}`);
+  if (!period) throw resourceNotFound("billing period", "no period of this platform starts at periodStart");
 
   const sums = async (query: ReturnType<typeof sql>) => {
     const found = new Map<string, string>();

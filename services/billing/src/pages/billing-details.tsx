@@ -16,7 +16,13 @@ export interface DetailsValues {
   state: string;
   country: string;
   taxIds: { type: string; value: string }[];
-  taxExempt: string;
+  /** none or reverse, the buyer's choice; null for a customer the seller made exempt (the form offers no choice then) */
+  taxExempt: string | null;
+  /** the box "ask for tax exemption" and its note */
+  exemptionAsked: boolean;
+  exemptionNote: string;
+  /** when the pending request was made, if one is */
+  exemptionRequestedAt: Date | null;
 }
 
 export interface DetailsPage {
@@ -26,11 +32,49 @@ export interface DetailsPage {
   alert: { kind: "success" | "error"; text: string } | null;
 }
 
-const EXEMPTIONS: [string, string][] = [
+// exempt is not a choice: the seller decides it, on the request below (docs/vault/concepts/invoices-and-tax.md)
+const TREATMENTS: [string, string][] = [
   ["none", "Taxed at my country's rate"],
-  ["exempt", "Tax exempt (a charity, a public body …)"],
   ["reverse", "EU business in another EU country: reverse charge (needs your EU VAT id)"],
 ];
+
+const day = (d: Date) => d.toISOString().slice(0, 10);
+
+/** How tax applies: the buyer's choice of treatment and a request for exemption, or the seller's exemption. */
+function TaxTreatment(props: { values: DetailsValues }) {
+  const v = props.values;
+  if (v.taxExempt === null) {
+    return (
+      <div class="field">
+        <p>
+          <strong>Tax:</strong> your account is tax exempt: Core made it so. Write to us to change it.
+        </p>
+      </div>
+    );
+  }
+  return (
+    <fieldset>
+      <legend>Tax</legend>
+      <div class="field">
+        <label for="taxExempt">How tax applies</label>
+        <select id="taxExempt" name="taxExempt">
+          {TREATMENTS.map(([value, label]) => (
+            <option value={value} selected={v.taxExempt === value}>
+              {label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div class="field">
+        <label>
+          <input type="checkbox" name="taxExemptionRequested" checked={v.exemptionAsked} /> Ask Core to make this account tax exempt (a charity, a public body …)
+        </label>
+        {v.exemptionRequestedAt ? <p class="muted">You asked for it on {day(v.exemptionRequestedAt)}: Core answers by changing how tax applies. Untick the box to withdraw it.</p> : null}
+      </div>
+      <Field id="taxExemptionNote" label="Why (for example your charity's register number)" value={v.exemptionNote} max={BUYER_LIMITS.taxExemptionNote} />
+    </fieldset>
+  );
+}
 
 function Field(props: { id: string; label: string; value: string; max: number; autocomplete?: string; hint?: string; required?: boolean }) {
   return (
@@ -57,8 +101,9 @@ function Field(props: { id: string; label: string; value: string; max: number; a
 
 /**
  * The portal's billing details form (DESIGN §6.11): the name, address and tax ids invoices name the
- * buyer by, and how tax applies. Server-rendered, no script; it posts to itself and comes back here
- * (POST/redirect/GET). Five rows of tax ids, Stripe's limit shown on invoices.
+ * buyer by, how tax applies, and a request to be made tax exempt (the seller grants it). Server-
+ * rendered, no script; it posts to itself and comes back here (POST/redirect/GET). Five rows of tax
+ * ids, Stripe's limit shown on invoices.
  */
 function BillingDetailsPage(props: DetailsPage) {
   const v = props.values;
@@ -115,16 +160,7 @@ function BillingDetailsPage(props: DetailsPage) {
                 </div>
               ))}
             </fieldset>
-            <div class="field">
-              <label for="taxExempt">Tax</label>
-              <select id="taxExempt" name="taxExempt">
-                {EXEMPTIONS.map(([value, label]) => (
-                  <option value={value} selected={v.taxExempt === value}>
-                    {label}
-                  </option>
-                ))}
-              </select>
-            </div>
+            <TaxTreatment values={v} />
             <button type="submit">Save billing details</button>
           </form>
         </main>

@@ -54,6 +54,8 @@ export const TEST_CARDS: Readonly<Record<string, TestCard>> = {
  * the charge is recorded (the answer is lost, the money moved).
  */
 export interface LocalProviderFaults {
+  /** before a card is attached: a provider that takes its time to verify it (Stripe's attach is a network round trip) */
+  beforeAttach?(customerId: string, token: string): Promise<void>;
   beforeCharge?(request: ChargeRequest): Promise<void>;
   afterCharge?(request: ChargeRequest, outcome: ChargeOutcome): Promise<void>;
   /** before a refund is made (nothing moved), and after it is recorded (the refund made, its answer lost) */
@@ -105,6 +107,7 @@ export class LocalProvider implements PaymentProvider {
   }
 
   async attach(customerId: string, token: string): Promise<PaymentMethodView> {
+    await this.faults.beforeAttach?.(customerId, token);
     const card = Object.hasOwn(TEST_CARDS, token) ? TEST_CARDS[token]! : undefined;
     if (!card) {
       const [row] = await this.db.select().from(paymentMethods).where(eq(paymentMethods.id, token));

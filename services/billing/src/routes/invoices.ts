@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { createRoute, z } from "@hono/zod-openapi";
 import { browserCallerOf } from "@core/service-auth";
-import { cursorParam, errorResponses, jsonContent, limitParam, notFound, security, type ServiceApp } from "@core/kit";
+import { cursorParam, errorResponses, jsonContent, limitParam, resourceNotFound, security, type ServiceApp } from "@core/kit";
 import { platformScope, resourceScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { creditNoteJson, creditNotesOf } from "../credit-notes.js";
@@ -21,7 +21,7 @@ export function invoiceRoutes(app: ServiceApp, ctx: BillingContext) {
   async function readable(c: Parameters<typeof platformScope>[0], id: string, named: string | undefined): Promise<InvoiceRow> {
     const row = await invoiceById(db, id);
     const scoped = await resourceScope(c, ctx, "billing:read", named, row?.platformId ?? null);
-    if (!row || !scoped || row.status === "draft" || row.platformId !== scoped.platformId) throw notFound(`No invoice ${id}`);
+    if (!row || !scoped || row.status === "draft" || row.platformId !== scoped.platformId) throw resourceNotFound("invoice");
     return row;
   }
 

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { badRequest, cursorParam, errorResponses, integerQuery, jsonBody, jsonContent, limitParam, notFound, security, traceOf, type ServiceApp } from "@core/kit";
+import { badRequest, cursorParam, errorResponses, integerQuery, jsonBody, jsonContent, limitParam, resourceNotFound, security, type ServiceApp, traceOf } from "@core/kit";
 import { actorOf, auditRequest, callerKey, requireOperator } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { invoiceJson, linesOf } from "../invoicing.js";
@@ -389,7 +389,7 @@ export function operatorRoutes(app: ServiceApp, ctx: BillingContext) {
     async (c) => {
       await requireOperator(c, ctx.credentials);
       const query = c.req.valid("query");
-      if (!(await ctx.platforms.exists(query.platformId, traceOf(c)))) throw notFound(`No platform ${query.platformId}`);
+      if (!(await ctx.platforms.exists(query.platformId, traceOf(c)))) throw resourceNotFound("platform");
       return c.json(await reconcileUsage(ctx.engine, query.platformId, query.periodStart), 200);
     },
   );

@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { conflict, errorResponses, jsonBody, jsonContent, notFound, security, type ServiceApp } from "@core/kit";
+import { conflict, errorResponses, jsonBody, jsonContent, resourceNotFound, security, type ServiceApp } from "@core/kit";
 import { auditRequest, callerKey, platformScope, requireOperator, type PlatformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
 import { atProvider, cardOfCustomer, customerJson, customerOfPlatform, detachCard, ensurePlatformCustomer, findCustomer, setDefaultCard } from "../customers.js";
@@ -129,7 +129,7 @@ function tenantCardRoutes(app: ServiceApp, ctx: BillingContext) {
   const ownCard = async (platformId: string, id: string) => {
     const customer = await customerOfPlatform(engine.db, platformId);
     const card = customer ? await engine.provider.find(id) : null;
-    if (!customer || !card || card.customerId !== customer.id) throw notFound(`No payment method ${id}`);
+    if (!customer || !card || card.customerId !== customer.id) throw resourceNotFound("payment method");
     return { customer, card };
   };
 
@@ -258,7 +258,7 @@ export function paymentMethodRoutes(app: ServiceApp, ctx: BillingContext) {
       const caller = await requireOperator(c, ctx.credentials);
       const id = c.req.valid("param").id;
       const found = await engine.provider.find(id);
-      if (!found?.customerId) throw notFound(`No attached payment method ${id}`);
+      if (!found?.customerId) throw resourceNotFound("payment method", "it is not attached to a customer");
       const customer = await findCustomer(engine.db, found.customerId);
       const { card, defaultCleared } = await detachCard(engine, customer.id, id);
       await auditRequest(c, engine, caller, { action: "payment_method.detach", targetType: "customer", targetId: customer.id, before: { paymentMethodId: id }, after: { defaultCleared: Boolean(defaultCleared) } });
@@ -279,7 +279,7 @@ export function paymentMethodRoutes(app: ServiceApp, ctx: BillingContext) {
       await requireOperator(c, ctx.credentials);
       const id = c.req.valid("param").id;
       const pm = await engine.provider.find(id);
-      if (!pm) throw notFound(`No payment method ${id}`);
+      if (!pm) throw resourceNotFound("payment method");
       const customer = pm.customerId ? await findCustomer(engine.db, pm.customerId) : null;
       return c.json(paymentMethodJson(pm, customer), 200);
     },

@@ -1,10 +1,11 @@
 import type { Context } from "hono";
 import { createRoute, z } from "@hono/zod-openapi";
-import { ApiError, errorResponses, security, type ServiceApp } from "@core/kit";
+import { ApiError, errorResponses, requestIdOf, security, type ServiceApp } from "@core/kit";
 import { browserCallerOf } from "@core/service-auth";
 import { platformScope } from "../access.js";
 import type { BillingContext } from "../app.js";
-import { findCustomer, updateCustomer, type CustomerChange } from "../customers.js";
+import { customerJson, findCustomer, updateCustomer, type CustomerChange } from "../customers.js";
+import { auditOperatorAction } from "../operator.js";
 import type { CustomerRow } from "../db/schema.js";
 import { renderBillingDetails, type DetailsValues } from "../pages/billing-details.js";
 import { livePortalSession, type PortalSession } from "../portal.js";
@@ -22,6 +23,8 @@ const LABELS: Record<string, string> = {
   "address.country": "Country code",
   taxIds: "Tax ids",
   taxExempt: "Tax",
+  taxExemptionRequested: "Tax exemption",
+  "taxExemptionRequested.note": "Why you ask for tax exemption",
 };
 
 const labelOf = (path: PropertyKey[]) => {
@@ -42,12 +45,18 @@ function valuesOf(customer: CustomerRow): DetailsValues {
     state: a?.state ?? "",
     country: a?.country ?? "",
     taxIds: customer.taxIds ?? [],
-    taxExempt: customer.taxExempt,
+    taxExempt: customer.taxExempt === "exempt" ? null : customer.taxExempt,
+    exemptionAsked: customer.taxExemptionRequestedAt !== null,
+    exemptionNote: customer.taxExemptionNote ?? "",
+    exemptionRequestedAt: customer.taxExemptionRequestedAt,
   };
 }
 
-/** The form as sent, kept as typed (shown again with an error). */
-function valuesFromForm(fields: Record<string, string>): DetailsValues {
+/**
+ * The form as sent, kept as typed (shown again with an error). A customer the seller made exempt
+ * is shown no choice of treatment and sends none; whatever a form claims, `updateCustomer` decides.
+ */
+function valuesFromForm(fields: Record<string, string>, customer: CustomerRow): DetailsValues {
   const f = (name: string) => (fields[name] ?? "").slice(0, 1000);
   const taxIds: DetailsValues["taxIds"] = [];
   for (let i = 0; i < 10; i++) {
@@ -55,7 +64,22 @@ function valuesFromForm(fields: Record<string, string>): DetailsValues {
     const value = f(`taxIdValue${i}`).trim();
     if (type || value) taxIds.push({ type, value });
   }
-  return { email: f("email"), name: f("name"), line1: f("line1"), line2: f("line2"), city: f("city"), postalCode: f("postalCode"), state: f("state"), country: f("country"), taxIds, taxExempt: f("taxExempt") || "none" };
+  const exempt = customer.taxExempt === "exempt";
+  return {
+    email: f("email"),
+    name: f("name"),
+    line1: f("line1"),
+    line2: f("line2"),
+    city: f("city"),
+    postalCode: f("postalCode"),
+    state: f("state"),
+    country: f("country"),
+    taxIds,
+    taxExempt: exempt && fields.taxExempt === undefined ? null : f("taxExempt") || "none",
+    exemptionAsked: fields.taxExemptionRequested !== undefined,
+    exemptionNote: f("taxExemptionNote"),
+    exemptionRequestedAt: customer.taxExemptionRequestedAt,
+  };
 }
 
 /** The change the form asks for, in `PATCH /api/billing/customer`'s shape (validated by the same schema). */
@@ -66,7 +90,9 @@ function changeOf(v: DetailsValues): unknown {
     name: v.name.trim() === "" ? null : v.name,
     address: addressGiven ? { line1: v.line1, line2: v.line2 || null, city: v.city, postalCode: v.postalCode || null, state: v.state || null, country: v.country } : null,
     taxIds: v.taxIds,
-    taxExempt: v.taxExempt,
+    ...(v.taxExempt !== null ? { taxExempt: v.taxExempt } : {}),
+    // the box ticked asks (or asks again, unchanged); unticked, a pending request is withdrawn
+    ...(v.exemptionAsked ? { taxExemptionRequested: { note: v.exemptionNote } } : v.exemptionRequestedAt ? { taxExemptionRequested: null } : {}),
   };
 }
 
@@ -110,14 +136,18 @@ export function portalDetailsRoutes(app: ServiceApp, ctx: BillingContext) {
     const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
     const raw = type === "application/x-www-form-urlencoded" || type === "multipart/form-data" ? await c.req.parseBody() : {};
     const fields = Object.fromEntries(Object.entries(raw).filter((e): e is [string, string] => typeof e[1] === "string"));
-    const values = valuesFromForm(fields);
+    const customer = await findCustomer(engine.db, session.customerId);
+    const values = valuesFromForm(fields, customer);
     const parsed = BuyerPatch.safeParse(changeOf(values));
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       return renderBillingDetails(c, { base, values, alert: { kind: "error", text: `${labelOf(issue.path)}: ${issue.message}` } }, 400);
     }
     try {
-      await updateCustomer(engine, session.customerId, parsed.data as CustomerChange);
+      // the portal is the buyer's: it can ask for tax exemption, never grant it
+      const { before, after } = await updateCustomer(engine, session.customerId, parsed.data as CustomerChange, "buyer");
+      // audited as the API's changes are, the customer as the actor (the session's id is a credential: never written down)
+      await auditOperatorAction(engine.db, { now: () => engine.time.wallNow() }, { actorType: "portal", actorId: before.id, action: "customer.update", targetType: "customer", targetId: before.id, before: customerJson(before), after: customerJson(after), requestId: requestIdOf(c) });
     } catch (err) {
       if (!(err instanceof ApiError) || err.status >= 500) throw err;
       return renderBillingDetails(c, { base, values, alert: { kind: "error", text: err.message } }, err.status as 400);

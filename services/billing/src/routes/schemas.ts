@@ -81,7 +81,7 @@ export const AddressSchema = z
 
 export const TaxIdSchema = z.object({ type: z.string().openapi({ description: "Stripe's tax id type: eu_vat, gb_vat, us_ein, ch_vat, no_vat, au_abn, ca_bn …" }), value: z.string() }).openapi("TaxId");
 
-export const TaxExemptSchema = z.enum(["none", "exempt", "reverse"]).openapi({ description: "none: the buyer's country's rate; exempt: no tax; reverse: an EU business in another EU country than the seller's accounts for the VAT itself (reverse charge)" });
+export const TaxExemptSchema = z.enum(["none", "exempt", "reverse"]).openapi({ description: "none: the buyer's country's rate; exempt: no tax (set by the seller only); reverse: an EU business in another EU country than the seller's accounts for the VAT itself (reverse charge)" });
 
 export const CustomerSnapshotSchema = z
   .object({ email: z.string(), name: z.string().nullable(), address: AddressSchema.nullable(), taxIds: z.array(TaxIdSchema), taxExempt: TaxExemptSchema })
@@ -90,6 +90,20 @@ export const CustomerSnapshotSchema = z
 export const SellerSchema = z
   .object({ name: z.string(), addressLines: z.array(z.string()), country: z.string().nullable(), taxId: z.string().nullable(), email: z.string().nullable(), website: z.string().nullable() })
   .openapi("Seller", { description: "the seller as it was when the invoice was finalized (CORE_BILLING_SELLER, DESIGN §6.11)" });
+
+/** What an invoice makes true once it is paid (DESIGN §6.9), one shape in every answer and webhook that carries an invoice. */
+export const IntentSchema = z
+  .object({
+    kind: z.enum(["upgrade", "change_tier", "seats", "trial_end", "renewal", "manual"]).openapi({
+      description:
+        "upgrade: a free platform's first paid period; change_tier: a higher tier now, prorated; seats: more seats now, prorated; trial_end: the first paid period after a trial; " +
+        "renewal: a period's base price, or a closed period's usage; manual: what an operator invoiced (generate)",
+    }),
+    tier: Tier.optional().openapi({ description: "the tier it sets or renews" }),
+    planId: z.string().optional().openapi({ description: "that tier's plan" }),
+    quantity: z.number().int().optional().openapi({ description: "the seats it sets or renews" }),
+  })
+  .openapi("InvoiceIntent", { description: "what becomes true once the invoice is paid, like Stripe's billing_reason; tier, planId and quantity are left out where nothing is set (usage, manual)" });
 
 const InvoiceFields = z
   .object({
@@ -128,6 +142,7 @@ const InvoiceFields = z
       })
       .nullable()
       .openapi({ description: "a payment in flight (DESIGN §6.9), or null" }),
+    intent: IntentSchema,
     lines: z.array(InvoiceLineSchema),
   });
 export const InvoiceSchema = InvoiceFields.openapi("Invoice");
@@ -166,6 +181,10 @@ export const CustomerSchema = z
     address: AddressSchema.nullable(),
     taxIds: z.array(TaxIdSchema),
     taxExempt: TaxExemptSchema,
+    taxExemptionRequested: z
+      .object({ note: z.string().openapi({ description: "why the buyer asks, as it wrote it" }), requestedAt: Seconds })
+      .nullable()
+      .openapi({ description: "the buyer's pending request to be made tax exempt (only the seller sets exempt), or null; an operator's taxExempt answers and clears it" }),
     createdAt: Seconds,
   })
   .openapi("Customer");

@@ -59,7 +59,7 @@ export function testBillingConfig(overrides: Partial<BillingConfig> = {}): Billi
  * the real remote resolvers against a fake IAM over HTTP, and the real platform registry (on the same
  * database, listening on loopback) for platforms and tiers. Time is a manual clock.
  */
-export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number; realMailer?: boolean } = {}) {
+export async function startBilling(database: TestDatabase, overrides: Partial<BillingConfig> = {}, extra: { localFaults?: LocalProviderFaults; chargeDeadlineMs?: number; leaseMs?: number; realMailer?: boolean } = {}) {
   const handle: DatabaseHandle = await database.open();
   await applyMigrations(handle.db, SERVICE_ID, migrationsFolder);
   await applyMigrations(handle.db, "platform-registry", registryMigrations);
@@ -90,6 +90,7 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
       clock,
       mailer: extra.realMailer ? undefined : mailer,
       chargeDeadlineMs: extra.chargeDeadlineMs,
+      leaseMs: extra.leaseMs,
       provider: extra.localFaults ? new LocalProvider(handle.db, clock, config.billingUrl, extra.localFaults) : undefined,
     });
   const app = makeApp();
@@ -121,10 +122,30 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
 
   const call = <T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> => callOn(app, method, path, options);
 
+  /** billing (or a replica) listening on loopback: requests go over real HTTP, as a client's do */
+  const servers: RunningServer[] = [];
+  async function overHttp(target: BillingApp = app) {
+    const server = await listen(target, 0, "127.0.0.1");
+    servers.push(server);
+    return {
+      url: server.url,
+      call: async <T = any>(method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> => {
+        const headers: Headers = { ...options.headers };
+        if (options.body !== undefined) headers["content-type"] ??= "application/json";
+        const res = await fetch(`${server.url}${path}`, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
+        return answerOf<T>(res);
+      },
+    };
+  }
+
   async function callOn<T = any>(target: BillingApp, method: string, path: string, options: { headers?: Headers; body?: unknown } = {}): Promise<Answer<T>> {
     const headers: Headers = { ...options.headers };
     if (options.body !== undefined) headers["content-type"] ??= "application/json";
     const res = await target.request(path, { method, headers, body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body) });
+    return answerOf<T>(res);
+  }
+
+  async function answerOf<T = any>(res: Response): Promise<Answer<T>> {
     const text = await res.text();
     let body: any = null;
     try {
@@ -177,12 +198,14 @@ export async function startBilling(database: TestDatabase, overrides: Partial<Bi
     as,
     call,
     replica,
+    overHttp,
     newPlatform,
     platformOf,
     upgraded,
     mails,
     mailer,
     close: async () => {
+      for (const server of servers) await server.close();
       for (const other of replicas) await other.ctx.worker.stop();
       await app.ctx.worker.stop();
       await registry.close();

@@ -1,0 +1,4 @@
+ALTER TABLE "billing"."customers" ADD COLUMN "tax_exemption_note" text;--> statement-breakpoint
+ALTER TABLE "billing"."customers" ADD COLUMN "tax_exemption_requested_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "customers_tax_exemption_requested_idx" ON "billing"."customers" USING btree ("created_at","id") WHERE "billing"."customers"."tax_exemption_requested_at" is not null;--> statement-breakpoint
+ALTER TABLE "billing"."customers" ADD CONSTRAINT "customers_tax_exemption_request_whole" CHECK (("billing"."customers"."tax_exemption_note" is null) = ("billing"."customers"."tax_exemption_requested_at" is null));
