@@ -95,8 +95,14 @@ type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
  * The sessions `ids`, the CLI families issued with or approved by them, those families' own
  * sessions and so on until nothing new ends (a CLI session may approve another login), then the
  * OAuth refresh tokens issued through any of them; the sessions are deleted last.
+ *
+ * The sessions are locked first: a CLI login being issued on the strength of one of them holds it
+ * (DeviceFlow.issue), so either that login is committed before the families are read here, and
+ * ends with them, or it finds the session gone and is not issued. A family that rotates meanwhile
+ * is caught by the loop, which reads the families again with every round.
  */
 async function endWithWhatTheyMade(tx: Tx, ids: string[], now: Date): Promise<string[]> {
+  await tx.select({ id: session.id }).from(session).where(inArray(session.id, ids)).orderBy(session.id).for("update");
   const ended = new Set(ids);
   let frontier = [...ended];
   while (frontier.length > 0) {
