@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, ne, notInArray, or } from "drizzle-orm";
 import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
-import { oauthRefreshToken, refreshTokens, session } from "./db/schema.js";
+import { deviceCodes, oauthRefreshToken, refreshTokens, session } from "./db/schema.js";
 
 /**
  * Ending a session ends everything made through it (docs/vault/cross-cutting/security.md, "ending a
@@ -47,6 +47,8 @@ export class SessionRevocation {
       await tx.update(refreshTokens).set({ madeBySessionId: to }).where(eq(refreshTokens.madeBySessionId, from));
       await tx.update(refreshTokens).set({ sessionId: to }).where(eq(refreshTokens.sessionId, from));
       await tx.update(oauthRefreshToken).set({ sessionId: to }).where(and(eq(oauthRefreshToken.sessionId, from), isNull(oauthRefreshToken.revoked)));
+      // a CLI login it approved and the CLI has yet to collect (DeviceFlow.poll), with the strength it was approved with
+      await tx.update(deviceCodes).set({ approvedBySessionId: to }).where(and(eq(deviceCodes.approvedBySessionId, from), eq(deviceCodes.status, "approved")));
     });
     this.forgetPrincipals();
   }
