@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamOverHttp, joinOrg, operator, sessionIdOf, setActive, serviceToken, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
+import { call, iamOverHttp, joinOrg, operator, serviceToken, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
 import { enrolTwoFactor, orgRequiringTwoFactor, setOrgPolicy, signedToken } from "./support/two-factor.js";
 import { oauthRefreshTokenOf, pkcePair, publicClient, refreshGrant } from "./support/authorization-code.js";
 import { cliLoginApprovedBy, refresh } from "./support/device.js";
