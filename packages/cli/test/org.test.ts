@@ -93,14 +93,15 @@ describe("core org", () => {
   });
 
   it("tells an API key login that a key cannot switch, and lists its organizations", async () => {
-    const { person, first } = await inTwo();
+    const { person, first, second } = await inTwo();
+    // made by the session that set up `second` and acts in it: the key acts there (ADR 0029)
     const { key } = await createApiKey(live.iam, person);
     const env = { CORE_TOKEN: key, CORE_IAM_URL: live.iamUrl };
     const home = freshHome();
     const listed = await runIn(home, ["org", "list"], env);
     expect(listed.code).toBe(0);
     expect(listed.stdout).toContain("* the organization this API key acts in");
-    expect(listed.stdout).toMatch(new RegExp(`\\* +${first.slug} `));
+    expect(listed.stdout).toMatch(new RegExp(`\\* +${second.slug} `));
     const done = await runIn(home, ["org", "switch", first.slug], env);
     expect(done.code).toBe(1);
     expect(done.stderr).toContain("An API key acts in the organization it was made in, so it cannot switch.");
