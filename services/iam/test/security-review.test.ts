@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
-import { testDatabases, type DatabaseHandle } from "@core/storage";
+import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
 import { call, iamOverHttp, joinOrg, operator, PASSWORD, serviceToken, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
 import { enrolTwoFactor, orgRequiringTwoFactor, setOrgPolicy, signInWithCode } from "./support/two-factor.js";
 import { oauthRefreshTokenOf, refreshGrant } from "./support/authorization-code.js";
@@ -205,6 +205,29 @@ describe.each(testDatabases())("security review over HTTP on $name", ({ open }) 
       expect(refreshed.status, JSON.stringify(refreshed.body)).toBe(200);
       expect((await validateSession(refreshed.body.access_token)).body.principal.restriction, "the CLI login it approved").toMatchObject({ code: "TWO_FACTOR_REQUIRED" });
     });
+  });
+
+  describe("no change races an organization out of its last manager", () => {
+    /** The roles of an organization's members, as stored. */
+    const rolesIn = async (orgId: string) => rowsOf<{ role: string }>(await database.db.execute(sql`select role from iam.member where organization_id = ${orgId}`)).map((r) => r.role);
+    const memberIdOf = async (orgId: string, userId: string) => rowsOf<{ id: string }>(await database.db.execute(sql`select id from iam.member where organization_id = ${orgId} and user_id = ${userId}`))[0]!.id;
+
+    for (const [what, asked] of [
+      ["demoting", (orgId: string, memberId: string) => ({ path: "/api/auth/organization/update-member-role", body: { organizationId: orgId, memberId, role: "member" } })],
+      ["removing", (orgId: string, memberId: string) => ({ path: "/api/auth/organization/remove-member", body: { organizationId: orgId, memberIdOrEmail: memberId } })],
+    ] as const) {
+      it(`two owners ${what} each other at once leave the organization a manager`, async () => {
+        for (let round = 0; round < 5; round++) {
+          const org = await tenantOrg(iam, op);
+          const other = await joinOrg(iam, org.orgId, org.owner, "owner");
+          const [first, second] = [asked(org.orgId, await memberIdOf(org.orgId, other.userId)), asked(org.orgId, await memberIdOf(org.orgId, org.owner.userId))];
+          const answers = await Promise.all([call(iam, "POST", first.path, { token: org.owner.token, body: first.body }), call(iam, "POST", second.path, { token: other.token, body: second.body })]);
+          const roles = await rolesIn(org.orgId);
+          expect(roles.filter((role) => role === "owner"), `round ${round}: ${answers.map((a) => a.status)} left ${roles}`).toHaveLength(1);
+          expect(answers.map((a) => a.status).sort(), `round ${round}`).toContain(200);
+        }
+      });
+    }
   });
 
   describe("no answer tells of records beyond the caller's organizations", () => {
