@@ -253,6 +253,11 @@ describe.each(testDatabases())("security review over HTTP on $name", ({ open }) 
       expect(existing.status).toBe(missing.status);
       expect(existing.body.error.message).toBe(missing.body.error.message);
       expect(JSON.stringify(missing.body)).not.toContain("NoSuchOrganization");
+      const policy = { requireTwoFactor: false, requireSso: false };
+      const setExisting = await setOrgPolicy(iam, stranger.owner, theirs.orgId, policy);
+      const setMissing = await setOrgPolicy(iam, stranger.owner, "NoSuchOrganization0000000000000", policy);
+      expect([setExisting.status, setMissing.status]).toEqual([403, 403]);
+      expect(setExisting.body.error.message).toBe(setMissing.body.error.message);
     });
   });
 });
