@@ -93,8 +93,8 @@ describe("core org", () => {
   });
 
   it("tells an API key login that a key cannot switch, and lists its organizations", async () => {
-    // org-setup left the session acting in the second: a key it makes acts there (ADR 0029)
     const { person, first, second } = await inTwo();
+    // made by the session that set up `second` and acts in it: the key acts there (ADR 0029)
     const { key } = await createApiKey(live.iam, person);
     const env = { CORE_TOKEN: key, CORE_IAM_URL: live.iamUrl };
     const home = freshHome();

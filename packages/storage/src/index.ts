@@ -7,3 +7,4 @@ export * from "./testing.js";
 export * from "./errors.js";
 export * from "./keyset.js";
 export * from "./read-batcher.js";
+export * from "./held-lock.js";

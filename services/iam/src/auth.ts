@@ -376,6 +376,13 @@ export function createAuth(deps: AuthDeps) {
           const kept = ctx.context.newSession;
           if (kept) await signOutOthers(ctx, kept.user.id, kept.session.id, "password_change");
         }
+        // the library's own "sign out the others" and "sign out everywhere" delete the sessions that
+        // have not lapsed; like ours, they end every CLI login and app token of the person too, idle
+        // ones included (session-revocation.ts revokeAllOf), all but what the kept session holds
+        if (SIGNS_OUT_THE_PERSON.includes(ctx.path) && !isAPIError(ctx.context.returned)) {
+          const current = (ctx.context.session as { session?: { id: string; userId: string } } | null)?.session;
+          if (current) await deps.sessionRevocation.revokeAllOf(current.userId, ctx.path === "/revoke-other-sessions" ? current.id : null);
+        }
         // a magic link held at the second step is a redirect thrown by the hook: audited first, then thrown on
         const replaced = await twoFactorSteps.after(ctx).catch((held: unknown) => {
           if (!isAPIError(held)) throw held;
@@ -512,6 +519,9 @@ export function createAuth(deps: AuthDeps) {
 }
 
 export type Auth = ReturnType<typeof createAuth>;
+
+/** The library's routes that sign every session of the person out, or every one but the caller's. */
+const SIGNS_OUT_THE_PERSON = ["/revoke-other-sessions", "/revoke-sessions"];
 
 /** The two-factor routes that replace the caller's session with a new one (the plugin's token rotation). */
 const REPLACING_PATHS = ["/two-factor/verify-totp", "/two-factor/verify-backup-code", "/two-factor/enable", "/two-factor/disable"];

@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNull, lt, sql } from "drizzle-orm";
 import { createHash, randomBytes, randomInt } from "node:crypto";
 import { newId, type Clock } from "@core/kit";
 import { isUniqueViolation, type Db } from "@core/storage";
@@ -69,6 +69,11 @@ export interface TokenAnswer {
 }
 
 export type DeviceRequest = typeof deviceCodes.$inferSelect;
+
+type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+
+/** A refresh token that was no longer there to spend when its successor was to be issued. */
+class NotSpent extends Error {}
 
 /** What a CLI login carries from the session that approved it, to every session of its family. */
 interface LoginStrength {
@@ -189,8 +194,22 @@ export class DeviceFlow {
       .where(and(eq(deviceCodes.id, row.id), eq(deviceCodes.status, "approved")))
       .returning();
     if (!consumed?.userId) throw new OAuthError("invalid_grant", "Unknown or already used device code");
+    const userId = consumed.userId;
     const strength = { madeBySessionId: consumed.approvedBySessionId, signInMethod: consumed.approvedSignInMethod, ssoProviderId: consumed.approvedSsoProviderId };
-    return { tokens: await this.issue(consumed.userId, newId("fam"), strength, requester), userId: consumed.userId };
+    // the approval stands only while the session that gave it does: one signed out, revoked or
+    // signed out by a password change since then approves nothing (session-revocation.ts)
+    const approverLives = async (tx: Tx) => {
+      const approver = strength.madeBySessionId;
+      const [live] = approver
+        ? await tx
+            .select({ id: session.id })
+            .from(session)
+            .where(and(eq(session.id, approver), eq(session.userId, userId), gt(session.expiresAt, now)))
+            .for("share")
+        : [];
+      if (!live) throw new OAuthError("invalid_grant", "The session that approved this login has ended since: start the login again");
+    };
+    return { tokens: await this.issue(userId, newId("fam"), strength, requester, null, approverLives), userId };
   }
 
   /**
@@ -207,20 +226,29 @@ export class DeviceFlow {
       return { outcome: reused ? ("reused" as const) : ("invalid" as const), userId: row.userId, familyId: row.familyId };
     }
     if (row.expiresAt <= now) return { outcome: "invalid" as const };
-    const [spent] = await this.db
-      .update(refreshTokens)
-      .set({ usedAt: now })
-      .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.usedAt), isNull(refreshTokens.revokedAt)))
-      .returning({ id: refreshTokens.id });
-    if (!spent) {
-      // a concurrent use of the same token won the race: this one is the reuse
-      await this.revokeFamily(row.familyId);
-      return { outcome: "reused" as const, userId: row.userId, familyId: row.familyId };
-    }
     const organizationId = await this.chosenOrganization(row.sessionId, row.userId);
     // the family keeps the strength it was approved with, however often it is refreshed
     const strength = { madeBySessionId: row.madeBySessionId, signInMethod: row.signInMethod, ssoProviderId: row.ssoProviderId };
-    return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, strength, requester, organizationId) };
+    // spent in the transaction that issues its successor: a revocation of the family that runs
+    // meanwhile either waits for both (and ends the successor too) or leaves nothing to spend
+    const spend = async (tx: Tx) => {
+      const [spent] = await tx
+        .update(refreshTokens)
+        .set({ usedAt: now })
+        .where(and(eq(refreshTokens.id, row.id), isNull(refreshTokens.usedAt), isNull(refreshTokens.revokedAt)))
+        .returning({ id: refreshTokens.id });
+      if (!spent) throw new NotSpent();
+    };
+    try {
+      return { outcome: "ok" as const, userId: row.userId, familyId: row.familyId, tokens: await this.issue(row.userId, row.familyId, strength, requester, organizationId, spend) };
+    } catch (err) {
+      if (!(err instanceof NotSpent)) throw err;
+    }
+    // not spendable any more: its login ended meanwhile, or a concurrent use of the same token won the race and this one is the reuse
+    const [after] = await this.db.select({ revokedAt: refreshTokens.revokedAt }).from(refreshTokens).where(eq(refreshTokens.id, row.id));
+    if (!after || after.revokedAt) return { outcome: "invalid" as const };
+    await this.revokeFamily(row.familyId);
+    return { outcome: "reused" as const, userId: row.userId, familyId: row.familyId };
   }
 
   /**
@@ -258,12 +286,24 @@ export class DeviceFlow {
     return row?.organizationId ?? null;
   }
 
-  private async issue(userId: string, familyId: string, strength: LoginStrength, requester: { ip: string | null; userAgent: string | null }, activeOrganizationId: string | null = null): Promise<TokenAnswer> {
+  /**
+   * A new access session and refresh token of the family, in one transaction with `first`: what
+   * the login must still be for them to be issued (its approver alive, its last token unspent).
+   */
+  private async issue(
+    userId: string,
+    familyId: string,
+    strength: LoginStrength,
+    requester: { ip: string | null; userAgent: string | null },
+    activeOrganizationId: string | null,
+    first: (tx: Tx) => Promise<void>,
+  ): Promise<TokenAnswer> {
     const now = this.clock.now();
     const accessToken = authStyleId();
     const refreshToken = randomBytes(32).toString("base64url");
     const sessionId = authStyleId();
     await this.db.transaction(async (tx) => {
+      await first(tx);
       const [exists] = await tx.select({ id: user.id }).from(user).where(eq(user.id, userId));
       if (!exists) throw new OAuthError("invalid_grant", "The user no longer exists");
       await tx.insert(session).values({

@@ -1,6 +1,6 @@
 import { and, eq, or, sql } from "drizzle-orm";
 import { ApiError, unixSeconds, type Clock } from "@core/kit";
-import type { Db } from "@core/storage";
+import { withHeldLock, type Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
 import { grants, member, organization, roleMappings, user } from "./db/schema.js";
 import { effectivePermissions, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
@@ -136,16 +136,26 @@ async function auditRefusal(rule: ManagerRule, err: unknown, actor: Actor): Prom
 }
 
 /**
- * Writes a change of our own routes (roles, grants) in one transaction with the rule's check, the
- * organization's row locked, so two changes can never each leave one manager. A refusal is audited.
+ * Runs `work` holding the organization's manager lock: one change that may take org:manage away
+ * at a time per organization, on every replica. Held across the auth library's own write of a
+ * member change, which no transaction of ours can span (`withHeldLock`).
+ */
+export const withManagerLock = <T>(rule: Pick<ManagerRule, "db">, orgId: string, work: () => Promise<T>): Promise<T> => withHeldLock(rule.db, `core:org-managers:${orgId}`, work);
+
+/**
+ * Writes a change of our own routes (roles, grants) in one transaction with the rule's check, under
+ * the organization's manager lock (and its row locked), so two changes can never each leave one
+ * manager. A refusal is audited.
  */
 export async function changeKeepingAManager<T>(rule: ManagerRule, orgId: string, change: ManagerChange, actor: Actor, write: (tx: Db) => Promise<T>): Promise<T> {
   try {
-    return await rule.db.transaction(async (tx) => {
-      await tx.execute(sql`select id from iam.organization where id = ${orgId} for update`);
-      await refuseLosingTheLastManager(tx as unknown as Db, rule.clock, orgId, change);
-      return write(tx as unknown as Db);
-    });
+    return await withManagerLock(rule, orgId, () =>
+      rule.db.transaction(async (tx) => {
+        await tx.execute(sql`select id from iam.organization where id = ${orgId} for update`);
+        await refuseLosingTheLastManager(tx as unknown as Db, rule.clock, orgId, change);
+        return write(tx as unknown as Db);
+      }),
+    );
   } catch (err) {
     // audited after the rollback: the audit log writes through its own connection
     await auditRefusal(rule, err, actor);
@@ -155,7 +165,8 @@ export async function changeKeepingAManager<T>(rule: ManagerRule, orgId: string,
 
 /**
  * The check alone, for a change the auth library writes itself (member removal, role change,
- * leaving): it runs just before the library's own write, outside any transaction of ours.
+ * leaving): it runs just before the library's own write, outside any transaction of ours; the
+ * caller holds the manager lock around both (`withManagerLock`).
  */
 export async function checkKeepsAManager(rule: ManagerRule, orgId: string, change: ManagerChange, actor: Actor): Promise<void> {
   try {

@@ -1,7 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { ApiError, forbidden } from "@core/kit";
-import { MAX_CREDENTIAL_LENGTH, policyRefusal, type Principal } from "@core/service-auth";
+import { MAX_CREDENTIAL_LENGTH, policyRefusal, type Caller, type Principal } from "@core/service-auth";
 import type { Db } from "@core/storage";
 import { sessionTokenOfRequest, type SessionOptions } from "./access.js";
 import { apikey, invitation, organization } from "./db/schema.js";
@@ -19,8 +19,11 @@ import type { PrincipalResolver } from "./principals.js";
  *   judged once, here); an update never moves it to another;
  * - a passkey is registered only by a session that meets the two-factor requirement of every
  *   organization of its person that has one (a passkey counts as two factors wherever it signs in);
+ * - the authenticator's secret is shown, and backup codes are made, only to a session that gave
+ *   the second factor, once the person has one;
  * - the library's organization routes read and write an organization only for a session its policy
- *   does not hold back, whichever organization the request names.
+ *   does not hold back, whichever organization the request names, and so do IAM's own routes that
+ *   judge their caller by membership in the organization they name (`gateOrganizationRoute`).
  * Device approvals and OAuth consent are sessions acting in their organization (the first rule),
  * and the CLI logins and tokens they make carry the approving session's strength
  * (device-flow.ts, principals.ts oauthPermissions).
@@ -32,6 +35,14 @@ export interface PolicyGateDeps {
 }
 
 const PASSKEY_REGISTRATION = ["/passkey/generate-register-options", "/passkey/verify-registration"];
+
+/**
+ * What makes a second factor: the authenticator's secret and new backup codes. With the password
+ * alone, a session that never gave the second factor (one kept from before enrolment, a CLI login
+ * it approved, an SSO session) would get what signs in as two factors.
+ */
+const SECOND_FACTOR_MATERIAL = ["/two-factor/get-totp-uri", "/two-factor/generate-backup-codes"];
+const SECOND_FACTOR_FIRST = "Showing the authenticator's secret or making new backup codes needs a session that gave your second factor: sign in again with a code from your app, a backup code or a passkey";
 
 /** Organization routes that act in no organization of the caller's, or that only take the caller out of one. */
 const ORGANIZATION_ROUTES_OF_THE_PERSON = new Set([
@@ -84,6 +95,10 @@ export async function gateLibraryRequest(c: Context, deps: PolicyGateDeps, path:
     const unmet = await deps.principals.twoFactorStanding(found.token);
     return unmet ? policyRefusal(unmet) : request;
   }
+  if (SECOND_FACTOR_MATERIAL.includes(path)) {
+    const factor = await deps.principals.secondFactorOf(found.token);
+    if (factor?.enabled && !factor.given) return forbidden(SECOND_FACTOR_FIRST);
+  }
   if (path.startsWith("/organization/") && !ORGANIZATION_ROUTES_OF_THE_PERSON.has(path)) {
     const orgId = (await organizationOfRequest(deps.db, path, request)) ?? actingOrganization(principal);
     const standing = orgId ? await deps.principals.standingIn(found.token, orgId) : null;
@@ -91,6 +106,30 @@ export async function gateLibraryRequest(c: Context, deps: PolicyGateDeps, path:
     if (standing?.restriction) return policyRefusal(standing.restriction);
   }
   return request;
+}
+
+/**
+ * The gate of IAM's own routes that name an organization and judge their caller by membership
+ * there rather than by the organization the credential acts in (its policy, its single sign-on):
+ * a session held back by that organization's policy is refused as it would be acting there,
+ * whichever organization it acts in, and an API key acts in the one it was made for only. A
+ * service passes; what the caller may do there is the route's to judge.
+ */
+export async function gateOrganizationRoute(c: Context, deps: PolicyGateDeps, caller: Caller, orgId: string): Promise<void> {
+  if (caller.kind !== "principal") return;
+  const { principal } = caller;
+  if (principal.type === "apikey") {
+    if (principal.orgId !== orgId) throw forbidden("An API key acts only in the organization it was made for");
+    return;
+  }
+  const found = sessionTokenOfRequest(c, deps.session);
+  if (found) await refuseHeldBackIn(deps.principals, found.token, orgId);
+}
+
+/** 403 naming the policy when `orgId`'s policy holds the session of `token` back (a member's only; a stranger's is the route's to refuse). */
+export async function refuseHeldBackIn(principals: Pick<PrincipalResolver, "standingIn">, token: string, orgId: string): Promise<void> {
+  const standing = token.length > MAX_CREDENTIAL_LENGTH ? null : await principals.standingIn(token, orgId);
+  if (standing?.restriction) throw policyRefusal(standing.restriction);
 }
 
 /** An API key is made for the organization its body names, else the one its session acts in, and says so in its metadata. */

@@ -165,6 +165,17 @@ export class PrincipalResolver {
     return strict ? restrictionOf("TWO_FACTOR_REQUIRED", strict.id, strict.slug) : null;
   }
 
+  /**
+   * Whether the person of the session of `token` has two-factor on, and whether this session gave
+   * the second factor (or is a passkey's); null when it is no live session.
+   */
+  async secondFactorOf(token: string): Promise<{ enabled: boolean; given: boolean } | null> {
+    const row = await this.sessions.load(token);
+    if (!row) return null;
+    const enabled = row.twoFactorEnabled === true;
+    return { enabled, given: meetsTwoFactor(row.signInMethod, enabled) };
+  }
+
   /** What `membership`'s policy finds missing in the session `row`, or null. */
   private async unmet(membership: Membership, row: SessionRow) {
     if (!membership.policy.requireTwoFactor && !membership.policy.requireSso) return null;

@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, ne, notInArray, or } from "drizzle-orm";
 import type { Clock } from "@core/kit";
 import type { Db } from "@core/storage";
-import { oauthRefreshToken, refreshTokens, session } from "./db/schema.js";
+import { deviceCodes, oauthRefreshToken, refreshTokens, session } from "./db/schema.js";
 
 /**
  * Ending a session ends everything made through it (docs/vault/cross-cutting/security.md, "ending a
@@ -47,6 +47,8 @@ export class SessionRevocation {
       await tx.update(refreshTokens).set({ madeBySessionId: to }).where(eq(refreshTokens.madeBySessionId, from));
       await tx.update(refreshTokens).set({ sessionId: to }).where(eq(refreshTokens.sessionId, from));
       await tx.update(oauthRefreshToken).set({ sessionId: to }).where(and(eq(oauthRefreshToken.sessionId, from), isNull(oauthRefreshToken.revoked)));
+      // a CLI login it approved and the CLI has yet to collect (DeviceFlow.poll), with the strength it was approved with
+      await tx.update(deviceCodes).set({ approvedBySessionId: to }).where(and(eq(deviceCodes.approvedBySessionId, from), eq(deviceCodes.status, "approved")));
     });
     this.forgetPrincipals();
   }
@@ -95,8 +97,14 @@ type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
  * The sessions `ids`, the CLI families issued with or approved by them, those families' own
  * sessions and so on until nothing new ends (a CLI session may approve another login), then the
  * OAuth refresh tokens issued through any of them; the sessions are deleted last.
+ *
+ * The sessions are locked first: a CLI login being issued on the strength of one of them holds it
+ * (DeviceFlow.issue), so either that login is committed before the families are read here, and
+ * ends with them, or it finds the session gone and is not issued. A family that rotates meanwhile
+ * is caught by the loop, which reads the families again with every round.
  */
 async function endWithWhatTheyMade(tx: Tx, ids: string[], now: Date): Promise<string[]> {
+  await tx.select({ id: session.id }).from(session).where(inArray(session.id, ids)).orderBy(session.id).for("update");
   const ended = new Set(ids);
   let frontier = [...ended];
   while (frontier.length > 0) {

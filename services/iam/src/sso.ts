@@ -8,6 +8,7 @@ import type { AuditInput } from "./audit.js";
 import type { Auth } from "./auth.js";
 import { member, organization, ssoProvider } from "./db/schema.js";
 import { rolesOf } from "./permissions.js";
+import { refuseHeldBackIn } from "./policy-gate.js";
 
 /**
  * Single sign-on per organization (issue 28, ADR 0026), on the auth library's SSO plugin: its
@@ -155,15 +156,20 @@ export function providerRefusedNow(ctx: Pick<SsoDeps, "ssoConnections">, row: Ss
   return null;
 }
 
-/** Whether `userId` is an owner of `orgId`: only owners configure single sign-on (ADR 0026). */
-export async function requireOwner(db: Db, orgId: string, userId: string): Promise<void> {
-  const [org] = await db.select({ id: organization.id }).from(organization).where(eq(organization.id, orgId));
+/**
+ * Whether the actor is an owner of `orgId`: only owners configure single sign-on (ADR 0026), and
+ * only from a session that organization's policy does not hold back, whichever organization the
+ * session acts in (policy-gate.ts).
+ */
+export async function requireOwner(ctx: Pick<SsoDeps, "db" | "principals">, orgId: string, actor: Pick<SsoActor, "userId" | "sessionToken">): Promise<void> {
+  const [org] = await ctx.db.select({ id: organization.id }).from(organization).where(eq(organization.id, orgId));
   if (!org) throw notFound("Organization not found");
-  const [row] = await db
+  const [row] = await ctx.db
     .select({ role: member.role })
     .from(member)
-    .where(and(eq(member.organizationId, orgId), eq(member.userId, userId)));
+    .where(and(eq(member.organizationId, orgId), eq(member.userId, actor.userId)));
   if (!row || !rolesOf(row.role).includes("owner")) throw forbidden("Only an owner of the organization may configure single sign-on");
+  await refuseHeldBackIn(ctx.principals, actor.sessionToken, orgId);
 }
 
 /** The plugin's refusal (an APIError thrown by an `auth.api` call) in our envelope; anything else is thrown on. */
@@ -250,7 +256,7 @@ async function checkedDomains(ctx: SsoDeps, orgId: string, given: readonly strin
 }
 
 /** The parts of IAM's context single sign-on uses. */
-export type SsoDeps = Pick<IamContext, "db" | "auth" | "audit" | "config" | "ssoConnections">;
+export type SsoDeps = Pick<IamContext, "db" | "auth" | "audit" | "config" | "ssoConnections" | "principals">;
 
 /** The code a refused registration is audited with: ours, or the plugin's. */
 const refusalCode = (err: unknown) => (err instanceof ApiError ? err.code : err instanceof APIError ? ((err.body as { code?: string } | undefined)?.code ?? String(err.statusCode)) : "error");
@@ -263,7 +269,7 @@ const refusalCode = (err: unknown) => (err instanceof ApiError ? err.code : err 
  * an operator approves them.
  */
 export async function registerProvider(ctx: SsoDeps, orgId: string, actor: SsoActor, input: ProviderInput): Promise<SsoProviderView> {
-  await requireOwner(ctx.db, orgId, actor.userId);
+  await requireOwner(ctx, orgId, actor);
   if ((await providersOf(ctx.db, orgId)).length > 0) throw conflict("SSO_PROVIDER_EXISTS", "This organization has a single sign-on provider already: update or remove it");
   const domains = await checkedDomains(ctx, orgId, input.domains);
   const [org] = await ctx.db.select({ slug: organization.slug }).from(organization).where(eq(organization.id, orgId));
@@ -300,7 +306,7 @@ export async function registerProvider(ctx: SsoDeps, orgId: string, actor: SsoAc
 
 /** Changes a provider's client credentials, domains or join role; changed domains need an operator's approval again (the plugin resets it). */
 export async function updateProvider(ctx: SsoDeps, orgId: string, providerId: string, actor: SsoActor, change: ProviderChange): Promise<SsoProviderView> {
-  await requireOwner(ctx.db, orgId, actor.userId);
+  await requireOwner(ctx, orgId, actor);
   const before = await providerOf(ctx.db, orgId, providerId);
   const domains = change.domains ? await checkedDomains(ctx, orgId, change.domains) : undefined;
   const oidcConfig = change.clientId !== undefined || change.clientSecret !== undefined ? { ...(change.clientId !== undefined ? { clientId: change.clientId } : {}), ...(change.clientSecret !== undefined ? { clientSecret: change.clientSecret } : {}) } : undefined;
@@ -335,7 +341,7 @@ export async function updateProvider(ctx: SsoDeps, orgId: string, providerId: st
 
 /** Removes a provider and the sign-in links (accounts) made through it; people keep their IAM user and memberships. */
 export async function deleteProvider(ctx: SsoDeps, orgId: string, providerId: string, actor: SsoActor): Promise<void> {
-  await requireOwner(ctx.db, orgId, actor.userId);
+  await requireOwner(ctx, orgId, actor);
   const row = await providerOf(ctx.db, orgId, providerId);
   try {
     await ctx.auth.api.deleteSSOProvider({ headers: asOwner(actor), body: { providerId } });

@@ -191,6 +191,11 @@ export function twoFactorHooks(
   };
   /** an answer to put in place of the library's, or undefined */
   const after = async (ctx: HookContext): Promise<unknown> => {
+    if (ctx.path === "/two-factor/disable") {
+      const userId = (ctx.context.session as { user?: { id: string } } | null)?.user?.id;
+      if (userId && !isAPIError(ctx.context.returned)) await withoutSecondFactor(deps.db, userId);
+      return undefined;
+    }
     if (ctx.path === "/two-factor/verify-totp") {
       const userId = ctx.request ? enrolling.get(ctx.request) : undefined;
       const returned = ctx.context.returned;
@@ -227,6 +232,22 @@ export function twoFactorHooks(
     throw ctx.redirect(deps.codePage(next));
   };
   return { before, after };
+}
+
+const SECOND_FACTOR = String.raw`\+(totp|backup_code)$`;
+
+/**
+ * Two-factor turned off: the codes the person's sessions and CLI logins gave were of an
+ * authenticator that no longer counts, so what they recorded loses its second factor. Turning
+ * two-factor on again, with a new authenticator, then upgrades none of them (meetsTwoFactor would
+ * otherwise read `password+totp` with two-factor on as two factors).
+ */
+async function withoutSecondFactor(db: Db, userId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`update iam.session set sign_in_method = regexp_replace(sign_in_method, ${SECOND_FACTOR}, '') where user_id = ${userId} and sign_in_method ~ ${SECOND_FACTOR}`);
+    await tx.execute(sql`update iam.refresh_tokens set sign_in_method = regexp_replace(sign_in_method, ${SECOND_FACTOR}, '') where user_id = ${userId} and sign_in_method ~ ${SECOND_FACTOR}`);
+    await tx.execute(sql`update iam.device_codes set approved_sign_in_method = regexp_replace(approved_sign_in_method, ${SECOND_FACTOR}, '') where user_id = ${userId} and status = 'approved' and approved_sign_in_method ~ ${SECOND_FACTOR}`);
+  });
 }
 
 /**

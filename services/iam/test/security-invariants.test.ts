@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamOverHttp, joinOrg, operator, serviceToken, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
-import { enrolTwoFactor, setOrgPolicy, signedToken } from "./support/two-factor.js";
-import { authorizationCode, exchangeCode, pkcePair, publicClient, refreshGrant } from "./support/authorization-code.js";
-import { pollToken, refresh, startDeviceLogin } from "./support/device.js";
+import { call, iamOverHttp, joinOrg, operator, serviceToken, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
+import { enrolTwoFactor, orgRequiringTwoFactor, setOrgPolicy, signedToken } from "./support/two-factor.js";
+import { oauthRefreshTokenOf, pkcePair, publicClient, refreshGrant } from "./support/authorization-code.js";
+import { cliLoginApprovedBy, refresh } from "./support/device.js";
 import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
 
 /**
@@ -32,53 +32,22 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
 
   const validateKey = (key: string) => call(iam, "POST", "/api/core/apikey/validate", { token: service, body: { key } });
   const validateSession = (token: string) => call(iam, "POST", "/api/validate-session", { token: service, body: { token } });
-  const sessionIdOf = async (person: { token: string }) => (await call(iam, "GET", "/api/core/session", { token: person.token })).body.session.id as string;
-  const setActive = (person: { token: string }, organizationId: string) => call(iam, "POST", "/api/auth/organization/set-active", { token: person.token, body: { organizationId } });
-
-  /** A tenant whose owner gave two factors and requires them of every member. */
-  async function orgRequiringTwoFactor() {
-    const org = await tenantOrg(iam, op);
-    const owner = await enrolTwoFactor(iam, org.owner);
-    const set = await setOrgPolicy(iam, owner, org.orgId, { requireTwoFactor: true, requireSso: false });
-    expect(set.status, JSON.stringify(set.body)).toBe(200);
-    return { ...org, owner };
-  }
 
   /** A person in two tenants: `free` without a policy, `strict` requiring two-factor; their session acts in `free`. */
   async function memberOfBoth() {
     const free = await tenantOrg(iam, op);
-    const strict = await orgRequiringTwoFactor();
+    const strict = await orgRequiringTwoFactor(iam, op);
     const person = await joinOrg(iam, free.orgId, free.owner, "admin");
     const invited = await call(iam, "POST", `/api/core/organizations/${strict.orgId}/invitations`, { token: strict.owner.token, body: { email: person.email, role: "admin" } });
     expect(invited.status, JSON.stringify(invited.body)).toBe(201);
     expect((await call(iam, "POST", "/api/auth/organization/accept-invitation", { token: person.token, body: { invitationId: invited.body.id } })).status).toBe(200);
-    expect((await setActive(person, free.orgId)).status).toBe(200);
+    expect((await setActive(iam, person, free.orgId)).status).toBe(200);
     return { free, strict, person };
-  }
-
-  /** An MCP client's refresh token, issued through `person`'s browser session. */
-  async function oauthRefreshTokenOf(person: SignedUp) {
-    const clientId = await publicClient(iam);
-    const pkce = pkcePair();
-    const code = await authorizationCode(new PageBrowser(iam, person.cookie), { clientId, challenge: pkce.challenge });
-    const tokens = await exchangeCode(iam, clientId, code, pkce.verifier);
-    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
-    return { clientId, refreshToken: tokens.body.refresh_token as string };
-  }
-
-  /** A CLI login approved by `approver`'s session: the CLI's access and refresh tokens. */
-  async function cliLoginApprovedBy(approver: { token: string }) {
-    const started = await startDeviceLogin(iam);
-    const approved = await call(iam, "POST", "/oauth/device/authorize", { token: approver.token, body: { user_code: started.user_code } });
-    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
-    const tokens = await pollToken(iam, started.device_code);
-    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
-    return tokens.body as { access_token: string; refresh_token: string };
   }
 
   describe("an API key is only as strong as the session that made it", () => {
     it("is refused to a session held back by its organization's policy, in every form the token arrives in", async () => {
-      const strict = await orgRequiringTwoFactor();
+      const strict = await orgRequiringTwoFactor(iam, op);
       const member = await joinOrg(iam, strict.orgId, strict.owner, "admin");
       for (const credential of [
         { token: member.token },
@@ -117,7 +86,7 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
         const colleague = await joinOrg(iam, own.orgId, own.owner, "admin");
         const invited = await call(iam, "POST", `/api/core/organizations/${opOrgId}/invitations`, { token: opOwner.token, body: { email: colleague.email, role: "admin" } });
         expect((await call(iam, "POST", "/api/auth/organization/accept-invitation", { token: colleague.token, body: { invitationId: invited.body.id } })).status).toBe(200);
-        expect((await setActive(colleague, own.orgId)).status).toBe(200);
+        expect((await setActive(iam, colleague, own.orgId)).status).toBe(200);
         const made = await call(iam, "POST", "/api/auth/api-key/create", { token: colleague.token, body: { name: "no-metadata" } });
         expect(made.status, JSON.stringify(made.body)).toBe(200);
         const used = await validateKey(made.body.key);
@@ -135,8 +104,8 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     it("DELETE /api/sessions/{id} revokes the MCP client's refresh token issued through that session", async () => {
       const person = await signUp(iam, uniqueEmail("mcp"));
       const other = await signIn(iam, person);
-      const { clientId, refreshToken } = await oauthRefreshTokenOf(person);
-      expect((await call(iam, "DELETE", `/api/sessions/${await sessionIdOf(person)}`, { token: other.token })).status).toBe(200);
+      const { clientId, refreshToken } = await oauthRefreshTokenOf(iam, person);
+      expect((await call(iam, "DELETE", `/api/sessions/${await sessionIdOf(iam, person)}`, { token: other.token })).status).toBe(200);
       const refreshed = await refreshGrant(iam, clientId, refreshToken);
       expect(refreshed.status, JSON.stringify(refreshed.body)).toBeGreaterThanOrEqual(400);
       expect(refreshed.body.error).toBe("invalid_grant");
@@ -146,11 +115,11 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
       const person = await signUp(iam, uniqueEmail("page"));
       const viaRevoke = await signIn(iam, person);
       const viaOthers = await signIn(iam, person);
-      const first = await oauthRefreshTokenOf(viaRevoke);
-      const second = await oauthRefreshTokenOf(viaOthers);
+      const first = await oauthRefreshTokenOf(iam, viaRevoke);
+      const second = await oauthRefreshTokenOf(iam, viaOthers);
       const browser = new PageBrowser(iam, person.cookie);
       const page = await browser.get("/account");
-      const revoked = await browser.post("/account/sessions/revoke", { ...hiddenFields(page.html, "/account/sessions/revoke"), id: await sessionIdOf(viaRevoke) });
+      const revoked = await browser.post("/account/sessions/revoke", { ...hiddenFields(page.html, "/account/sessions/revoke"), id: await sessionIdOf(iam, viaRevoke) });
       expect(revoked.status, revoked.html).toBe(303);
       expect((await refreshGrant(iam, first.clientId, first.refreshToken)).body.error).toBe("invalid_grant");
       const again = await browser.get("/account");
@@ -162,8 +131,8 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     it("revoking the session that approved a CLI login ends that login, its refresh token and its access token", async () => {
       const person = await signUp(iam, uniqueEmail("cli"));
       const other = await signIn(iam, person);
-      const cli = await cliLoginApprovedBy(person);
-      expect((await call(iam, "DELETE", `/api/sessions/${await sessionIdOf(person)}`, { token: other.token })).status).toBe(200);
+      const cli = await cliLoginApprovedBy(iam, person);
+      expect((await call(iam, "DELETE", `/api/sessions/${await sessionIdOf(iam, person)}`, { token: other.token })).status).toBe(200);
       expect((await validateSession(cli.access_token)).body.valid).toBe(false);
       expect((await refresh(iam, cli.refresh_token)).body.error).toBe("invalid_grant");
     });
@@ -171,7 +140,7 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     it("a password change signs the other sessions out by default, and with them what they made", async () => {
       const person = await signUp(iam, uniqueEmail("pw"));
       const other = await signIn(iam, person);
-      const { clientId, refreshToken } = await oauthRefreshTokenOf(other);
+      const { clientId, refreshToken } = await oauthRefreshTokenOf(iam, other);
       const changed = await call(iam, "POST", "/api/auth/change-password", { token: person.token, body: { currentPassword: "correct-horse-battery", newPassword: "another-horse-battery" } });
       expect(changed.status, JSON.stringify(changed.body)).toBe(200);
       expect((await validateSession(other.token)).body.valid).toBe(false);
@@ -181,8 +150,8 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     it("turning two-factor on signs the other sessions out by default, and with them what they made", async () => {
       const person = await signUp(iam, uniqueEmail("tfa"));
       const other = await signIn(iam, person);
-      const { clientId, refreshToken } = await oauthRefreshTokenOf(other);
-      const cli = await cliLoginApprovedBy(other);
+      const { clientId, refreshToken } = await oauthRefreshTokenOf(iam, other);
+      const cli = await cliLoginApprovedBy(iam, other);
       await enrolTwoFactor(iam, person);
       expect((await validateSession(other.token)).body.valid).toBe(false);
       expect((await refreshGrant(iam, clientId, refreshToken)).body.error).toBe("invalid_grant");
@@ -194,7 +163,7 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     it("a CLI login approved before its person enrolled is held back by a two-factor policy, and so is every refresh of it", async () => {
       const org = await tenantOrg(iam, op);
       const member = await joinOrg(iam, org.orgId, org.owner, "member");
-      const cli = await cliLoginApprovedBy(member);
+      const cli = await cliLoginApprovedBy(iam, member);
       const owner = await enrolTwoFactor(iam, org.owner);
       await enrolTwoFactor(iam, member, { revokeOtherSessions: false });
       expect((await setOrgPolicy(iam, owner, org.orgId, { requireTwoFactor: true, requireSso: false })).status).toBe(200);
@@ -209,16 +178,16 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
       const { strict, person } = await memberOfBoth();
       // signed in with the password alone, acting where no policy asks more, before the enrolment
       const before = await signIn(iam, person);
-      expect((await setActive(before, (await call(iam, "GET", "/api/core/session", { token: person.token })).body.principal.orgId)).status).toBe(200);
+      expect((await setActive(iam, before, (await call(iam, "GET", "/api/core/session", { token: person.token })).body.principal.orgId)).status).toBe(200);
       await enrolTwoFactor(iam, person, { revokeOtherSessions: false });
-      const cli = await cliLoginApprovedBy(before);
-      expect((await setActive({ token: cli.access_token }, strict.orgId)).status).toBe(200);
+      const cli = await cliLoginApprovedBy(iam, before);
+      expect((await setActive(iam, { token: cli.access_token }, strict.orgId)).status).toBe(200);
       const there = await validateSession(cli.access_token);
       expect(there.body.principal.restriction, JSON.stringify(there.body)).toMatchObject({ code: "TWO_FACTOR_REQUIRED", orgId: strict.orgId });
     });
 
     it("a session held back by a two-factor policy cannot register a passkey to sign in with", async () => {
-      const strict = await orgRequiringTwoFactor();
+      const strict = await orgRequiringTwoFactor(iam, op);
       const member = await joinOrg(iam, strict.orgId, strict.owner, "member");
       for (const credential of [{ token: member.token }, { token: signedToken(member) }, { cookie: member.cookie }]) {
         const options = await call(iam, "GET", "/api/auth/passkey/generate-register-options", credential);
@@ -241,7 +210,7 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
     });
 
     it("a held-back session cannot read its own organization's members with the signed token either", async () => {
-      const strict = await orgRequiringTwoFactor();
+      const strict = await orgRequiringTwoFactor(iam, op);
       const member = await joinOrg(iam, strict.orgId, strict.owner, "admin");
       const read = await call(iam, "GET", "/api/auth/organization/list-members", { token: signedToken(member) });
       expect(read.status, JSON.stringify(read.body).slice(0, 200)).toBe(403);
@@ -254,7 +223,7 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
 
     it("signing the other sessions out ends a CLI login whose access token has lapsed", async () => {
       const person = await signUp(iam, uniqueEmail("idle"));
-      const cli = await cliLoginApprovedBy(await signIn(iam, person));
+      const cli = await cliLoginApprovedBy(iam, await signIn(iam, person));
       await idle(cli.access_token);
       const browser = new PageBrowser(iam, person.cookie);
       const page = await browser.get("/account");
@@ -264,9 +233,9 @@ describe.each(testDatabases())("security invariants over HTTP on $name", ({ open
 
     it("a password reset ends every CLI login and every app's refresh token, idle ones included", async () => {
       const person = await signUp(iam, uniqueEmail("reset"));
-      const cli = await cliLoginApprovedBy(await signIn(iam, person));
+      const cli = await cliLoginApprovedBy(iam, await signIn(iam, person));
       await idle(cli.access_token);
-      const app = await oauthRefreshTokenOf(await signIn(iam, person));
+      const app = await oauthRefreshTokenOf(iam, await signIn(iam, person));
       expect((await call(iam, "POST", "/api/auth/request-password-reset", { body: { email: person.email, redirectTo: "/reset-password" } })).status).toBe(200);
       const token = new URL(/https?:\/\/\S+/.exec(iam.mailer.sent.filter((m) => m.to === person.email).at(-1)!.text)![0]).searchParams.get("token")!;
       expect((await call(iam, "POST", "/api/auth/reset-password", { body: { token, newPassword: "a-new-horse-battery" } })).status).toBe(200);

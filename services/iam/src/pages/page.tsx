@@ -201,12 +201,14 @@ export async function libraryRefusal(c: Context, answer: Response): Promise<stri
     return `Too many attempts. Wait ${retryAfter} seconds, then try again.`;
   }
   if (answer.status >= 500) return "Something went wrong on our side. Try again in a moment.";
-  let body: { code?: string; message?: string } = {};
+  let body: { code?: string; message?: string; error?: { message?: string } } = {};
   try {
     body = (await answer.json()) as typeof body;
   } catch {
     // not JSON: the status decides below
   }
+  // our own refusal before the library (the policy gate, policy-gate.ts) says what to do in its envelope
+  if (typeof body.error?.message === "string") return `${body.error.message.replace(/\.$/, "")}.`;
   switch (body.code) {
     case "INVALID_EMAIL_OR_PASSWORD":
       return "Wrong email or password.";

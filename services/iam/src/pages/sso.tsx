@@ -362,8 +362,13 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
     }),
   );
 
-  async function ownedOrgs(userId: string) {
-    const owned = (await membershipsOf(ctx.db, userId)).filter((m) => rolesOf(m.role ?? "").includes("owner"));
+  /** The organizations the viewer owns, but those whose policy holds this session back (policy-gate.ts). */
+  async function ownedOrgs(userId: string, sessionToken: string) {
+    const owned = [];
+    for (const m of await membershipsOf(ctx.db, userId)) {
+      if (!rolesOf(m.role ?? "").includes("owner")) continue;
+      if (!(await ctx.principals.standingIn(sessionToken, m.orgId))?.restriction) owned.push(m);
+    }
     return Promise.all(
       owned.map(async (m) => {
         const [row] = await providersOf(ctx.db, m.orgId);
@@ -385,7 +390,7 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
       if (!session) return c.redirect(signInAddress("/account/sso"), 302);
       const done = c.req.query("done");
       const notice: Notice = done && NOTICES[done] ? { kind: "success", text: NOTICES[done]! } : null;
-      return render(c, <OwnerSsoPage viewer={session.viewer} orgs={await ownedOrgs(session.principal.userId)} notice={notice} />);
+      return render(c, <OwnerSsoPage viewer={session.viewer} orgs={await ownedOrgs(session.principal.userId, session.token)} notice={notice} />);
     }),
   );
 
@@ -401,7 +406,7 @@ export function ssoPages(app: ServiceApp, ctx: IamContext) {
           return c.redirect(`/account/sso?done=${done}`, 303);
         } catch (err) {
           if (!(err instanceof ApiError) || err.status >= 500 && err.status !== 502) throw err;
-          const orgs = await ownedOrgs(caller.principal.userId);
+          const orgs = await ownedOrgs(caller.principal.userId, caller.token);
           return render(c, <OwnerSsoPage viewer={viewer} orgs={orgs} error={{ orgId: form.orgId ?? "", text: err.message }} />, err.status as 400);
         }
       }),

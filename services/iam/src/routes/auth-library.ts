@@ -6,7 +6,7 @@ import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary, libraryServes } from "../auth-library.js";
 import { expireLapsedInvitations, isSecondPendingInvitation } from "../invitations.js";
-import { checkKeepsAManager, memberUserOf, type ManagerChange } from "../org-managers.js";
+import { checkKeepsAManager, memberUserOf, withManagerLock, type ManagerChange } from "../org-managers.js";
 import { rolesOf } from "../permissions.js";
 import { ProfileName } from "./schemas.js";
 
@@ -99,16 +99,18 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
     const bounds = LIBRARY_BOUNDS[path];
     const memberChange = MEMBER_CHANGES[path];
     const inviting = c.req.method === "POST" && path === INVITE_MEMBER;
+    let planned: PlannedChange | null = null;
     if (c.req.method === "POST" && (bounds || memberChange || inviting)) {
       const body = await bodyObject(c);
       if (body && bounds) {
         const checked = bounds.safeParse(body);
         if (!checked.success) throw validationError(checked.error, "body");
       }
-      if (body && memberChange) await keepAManagerThrough(c, ctx, body, memberChange);
+      if (body && memberChange) planned = await plannedChange(c, ctx, body, memberChange);
       if (body && inviting) await expireLapsedBefore(c, ctx, body);
     }
     if (inviting) return inviteThroughLibrary(c, ctx);
+    if (planned) return keepingAManager(c, ctx, planned);
     return callAuthLibrary(c, ctx, await libraryRequestOf(c));
   });
 }
@@ -157,10 +159,29 @@ async function libraryRequestOf(c: Context): Promise<Request> {
   return new Request(raw.url, { method: "POST", headers, body: "{}", signal: raw.signal });
 }
 
-async function keepAManagerThrough(c: Context, ctx: IamContext, body: Record<string, unknown>, changeOf: (typeof MEMBER_CHANGES)[string]) {
+interface PlannedChange {
+  orgId: string;
+  change: ManagerChange;
+  actor: ReturnType<typeof actorOf>;
+}
+
+/** The member change a library request asks for, as the manager rule sees it; null when it names none (the library answers that). */
+async function plannedChange(c: Context, ctx: IamContext, body: Record<string, unknown>, changeOf: (typeof MEMBER_CHANGES)[string]): Promise<PlannedChange | null> {
   // without a session the library refuses the request itself
   const caller = await requireSession(c, ctx.session).catch(() => null);
-  if (!caller) return;
+  if (!caller) return null;
   const planned = await changeOf(body, caller.principal, ctx);
-  if (planned) await checkKeepsAManager(ctx, planned.orgId, planned.change, actorOf(c, { kind: "principal", principal: caller.principal }));
+  return planned && { ...planned, actor: actorOf(c, { kind: "principal", principal: caller.principal }) };
+}
+
+/**
+ * The library's member change, checked and written under the organization's manager lock
+ * (org-managers.ts): two owners demoting or removing each other at once each passed the check
+ * before either wrote, and left the organization without a manager.
+ */
+function keepingAManager(c: Context, ctx: IamContext, planned: PlannedChange): Promise<Response> {
+  return withManagerLock(ctx, planned.orgId, async () => {
+    await checkKeepsAManager(ctx, planned.orgId, planned.change, planned.actor);
+    return callAuthLibrary(c, ctx, await libraryRequestOf(c));
+  });
 }

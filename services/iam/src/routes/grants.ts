@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { and, asc, eq } from "drizzle-orm";
 import { errorResponses, forbidden, jsonBody, jsonContent, newId, notFound, security, unixSeconds, type ServiceApp } from "@core/kit";
+import { isOperator, type Caller } from "@core/service-auth";
 import { actorOf, requireCaller, requirePermission } from "../access.js";
 import type { IamContext } from "../app.js";
 import { grants, member, organization } from "../db/schema.js";
@@ -35,6 +36,9 @@ const GrantInput = z
   .openapi("GrantInput");
 
 type GrantRow = typeof grants.$inferSelect;
+
+/** Whether a record of `orgId` is the caller's to know of: services and operators know every organization's, anyone else their own's. */
+const within = (caller: Caller, orgId: string) => caller.kind === "service" || isOperator(caller.principal) || caller.principal.orgId === orgId;
 
 /** Per-user grants and denials (spec §2.6, §4.3; DESIGN §4). */
 export function grantRoutes(app: ServiceApp, ctx: IamContext) {
@@ -138,7 +142,8 @@ export function grantRoutes(app: ServiceApp, ctx: IamContext) {
       const { id } = c.req.valid("param");
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
       const [row] = await ctx.db.select().from(grants).where(eq(grants.id, id));
-      if (!row) throw notFound(`No grant ${id}`);
+      // another organization's grant looks like one that does not exist (docs/vault/cross-cutting/security.md)
+      if (!row || !within(caller, row.orgId)) throw notFound("No such grant in your organization");
       requirePermission(caller, "org:manage", { orgId: row.orgId });
       await changeKeepingAManager(ctx, row.orgId, { kind: "grant-removed", grantId: id }, actorOf(c, caller), (tx) => tx.delete(grants).where(eq(grants.id, id)));
       ctx.forgetPrincipals();

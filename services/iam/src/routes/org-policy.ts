@@ -7,6 +7,7 @@ import { actorOf, requireCaller } from "../access.js";
 import type { IamContext } from "../app.js";
 import { member, organization, session, user } from "../db/schema.js";
 import { policyOf, setPolicy, unmetPolicy, type OrgPolicy } from "../org-policy.js";
+import { gateOrganizationRoute } from "../policy-gate.js";
 import { rolesOf } from "../permissions.js";
 import { pathParam } from "./schemas.js";
 
@@ -25,14 +26,6 @@ const OrgParams = z.object({ orgId: pathParam("orgId") });
  * (a session, not an API key: a key is excepted from the policy, so it must not be what turns it off).
  */
 export function orgPolicyRoutes(app: ServiceApp, ctx: IamContext) {
-  /** The caller's role in `orgId` (null for none), or 404 for an organization that does not exist. */
-  async function roleIn(orgId: string, userId: string): Promise<string[] | null> {
-    const [org] = await ctx.db.select({ id: organization.id }).from(organization).where(eq(organization.id, orgId));
-    if (!org) throw notFound(`No organization ${orgId}`);
-    const [row] = await ctx.db.select({ role: member.role }).from(member).where(and(eq(member.organizationId, orgId), eq(member.userId, userId)));
-    return row ? rolesOf(row.role) : null;
-  }
-
   app.openapi(
     createRoute({
       method: "get",
@@ -45,8 +38,15 @@ export function orgPolicyRoutes(app: ServiceApp, ctx: IamContext) {
     async (c) => {
       const { orgId } = c.req.valid("param");
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
-      if (caller.kind === "principal" && (await roleIn(orgId, caller.principal.userId)) === null) throw forbidden("Only members see their organization's policy");
-      if (caller.kind === "service") await roleIn(orgId, "");
+      if (caller.kind === "service") {
+        const [org] = await ctx.db.select({ id: organization.id }).from(organization).where(eq(organization.id, orgId));
+        if (!org) throw notFound("No such organization");
+      } else {
+        // held back by this organization's policy: refused as acting there would be (policy-gate.ts)
+        await gateOrganizationRoute(c, ctx, caller, orgId);
+        // a stranger is told the same whether or not the organization exists
+        if ((await rolesIn(ctx, orgId, caller.principal.userId)) === null) throw forbidden(ONLY_MEMBERS);
+      }
       return c.json(await policyOf(ctx.db, orgId), 200);
     },
   );
@@ -58,14 +58,13 @@ export function orgPolicyRoutes(app: ServiceApp, ctx: IamContext) {
       summary: "Set what the organization requires of its members' sessions (owners, signed in); takes effect at once",
       security: security.session,
       request: { params: OrgParams, body: jsonBody(PolicySchema) },
-      responses: { 200: jsonContent(PolicySchema, "The policy now in force"), ...errorResponses(400, 401, 403, 404, 409) },
+      responses: { 200: jsonContent(PolicySchema, "The policy now in force"), ...errorResponses(400, 401, 403, 409) },
     }),
     async (c) => {
       const { orgId } = c.req.valid("param");
       const policy = c.req.valid("json");
       const caller = await requireCaller(c, ctx.credentials, ctx.session);
       if (caller.kind !== "principal" || caller.principal.sessionId === null) throw forbidden("An owner sets the policy from a signed-in session, not with a key or as a service");
-      await roleIn(orgId, caller.principal.userId);
       await updatePolicy(c, ctx, caller.principal, orgId, policy);
       return c.json(policy, 200);
     },
@@ -77,9 +76,18 @@ export function orgPolicyRoutes(app: ServiceApp, ctx: IamContext) {
  * and every cached principal dropped, so it holds on IAM at once and elsewhere within seconds.
  */
 export async function updatePolicy(c: Context, ctx: IamContext, principal: Principal, orgId: string, policy: OrgPolicy): Promise<void> {
-  const [row] = await ctx.db.select({ role: member.role }).from(member).where(and(eq(member.organizationId, orgId), eq(member.userId, principal.userId)));
   const audit = { action: "policy.update" as const, ...actorOf(c, { kind: "principal", principal }), orgId, targetType: "organization", targetId: orgId };
-  if (!rolesOf(row?.role).includes("owner")) {
+  const roles = await rolesIn(ctx, orgId, principal.userId);
+  if (roles === null) {
+    await ctx.audit.record({ ...audit, outcome: "failure", metadata: { reason: "not a member", ...policy } });
+    throw forbidden(ONLY_MEMBERS);
+  }
+  // an owner held back by this policy (acting in another organization) cannot turn it off (policy-gate.ts)
+  await gateOrganizationRoute(c, ctx, { kind: "principal", principal }, orgId).catch(async (err: unknown) => {
+    await ctx.audit.record({ ...audit, outcome: "failure", metadata: { reason: "held back by the policy", ...policy } });
+    throw err;
+  });
+  if (!roles.includes("owner")) {
     await ctx.audit.record({ ...audit, outcome: "failure", metadata: { reason: "not an owner", ...policy } });
     throw forbidden("Only the organization's owners set its policy");
   }
@@ -88,6 +96,14 @@ export async function updatePolicy(c: Context, ctx: IamContext, principal: Princ
   await setPolicy(ctx.db, orgId, policy, principal.userId, ctx.clock.now());
   ctx.forgetPrincipals();
   await ctx.audit.record({ ...audit, outcome: "success", metadata: { before, after: policy } });
+}
+
+const ONLY_MEMBERS = "Only the organization's members see or set its policy";
+
+/** The caller's roles in `orgId`, null when they are no member of it (or it does not exist). */
+async function rolesIn(ctx: IamContext, orgId: string, userId: string): Promise<string[] | null> {
+  const [row] = await ctx.db.select({ role: member.role }).from(member).where(and(eq(member.organizationId, orgId), eq(member.userId, userId)));
+  return row ? rolesOf(row.role) : null;
 }
 
 /**

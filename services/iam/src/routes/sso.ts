@@ -70,7 +70,7 @@ export function ssoRoutes(app: ServiceApp, ctx: IamContext) {
     async (c) => {
       const { orgId } = c.req.valid("param");
       const actor = await ownerSession(c, ctx);
-      await requireOwner(ctx.db, orgId, actor.userId);
+      await requireOwner(ctx, orgId, actor);
       const rows = await providersOf(ctx.db, orgId);
       return c.json({ data: rows.map((r) => providerView(r, ctx.config.iamUrl)) }, 200);
     },

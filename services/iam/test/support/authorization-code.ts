@@ -92,3 +92,13 @@ export const exchangeCode = (iam: Iam, clientId: string, code: string, verifier:
 
 export const refreshGrant = (iam: Iam, clientId: string, refreshToken: string, extra: Record<string, string> = {}) =>
   oauth(iam, "/oauth/token", { grant_type: "refresh_token", refresh_token: refreshToken, client_id: clientId, resource: VAULT_RESOURCE, ...extra });
+
+/** An MCP client's refresh token, issued through `person`'s browser session (its cookie). */
+export async function oauthRefreshTokenOf(iam: Iam, person: { cookie: string }) {
+  const clientId = await publicClient(iam);
+  const pkce = pkcePair();
+  const code = await authorizationCode(new PageBrowser(iam, person.cookie), { clientId, challenge: pkce.challenge });
+  const tokens = await exchangeCode(iam, clientId, code, pkce.verifier);
+  expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
+  return { clientId, refreshToken: tokens.body.refresh_token as string };
+}

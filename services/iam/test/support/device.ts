@@ -1,4 +1,5 @@
-import type { Iam } from "./harness.js";
+import { expect } from "vitest";
+import { call, type Iam } from "./harness.js";
 
 /** Sends an OAuth request the way standard clients do: a form body (or JSON with `json: true`). */
 export async function oauth(iam: Iam, path: string, params: Record<string, string>, options: { json?: boolean; headers?: Record<string, string> } = {}) {
@@ -23,3 +24,13 @@ export const pollToken = (iam: Iam, deviceCode: string, clientId = "core-cli") =
 
 export const refresh = (iam: Iam, refreshToken: string) =>
   oauth(iam, "/oauth/token", { grant_type: "refresh_token", refresh_token: refreshToken, client_id: "core-cli" });
+
+/** A CLI login approved by `approver`'s session: the CLI's access and refresh tokens. */
+export async function cliLoginApprovedBy(iam: Iam, approver: { token: string }) {
+  const started = await startDeviceLogin(iam);
+  const approved = await call(iam, "POST", "/oauth/device/authorize", { token: approver.token, body: { user_code: started.user_code } });
+  expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+  const tokens = await pollToken(iam, started.device_code);
+  expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
+  return tokens.body as { access_token: string; refresh_token: string };
+}

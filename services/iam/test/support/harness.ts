@@ -291,6 +291,13 @@ export async function principalOf(iam: Iam, person: { token: string }) {
   return r.body.principal as Principal;
 }
 
+/** The id of a session, as `GET /api/core/session` answers it. */
+export const sessionIdOf = async (iam: Iam, person: { token: string }) => (await call(iam, "GET", "/api/core/session", { token: person.token })).body.session.id as string;
+
+/** Makes `person`'s session act in `organizationId`, through the library's set-active. */
+export const setActive = (iam: Iam, person: { token: string }, organizationId: string) =>
+  call(iam, "POST", "/api/auth/organization/set-active", { token: person.token, body: { organizationId } });
+
 /** A tenant organization created by the operator, with a newly signed-up owner (or `owner`). */
 export async function tenantOrg(iam: Iam, by: { token: string }, owner?: SignedUp) {
   const person = owner ?? (await signUp(iam, uniqueEmail("owner")));

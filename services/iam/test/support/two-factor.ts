@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { call, PASSWORD, sessionCookieOf, type Iam, type SignedUp } from "./harness.js";
+import { call, PASSWORD, sessionCookieOf, tenantOrg, type Iam, type SignedUp } from "./harness.js";
 import { clearOfStepBoundary, secretOfUri, totp } from "./totp.js";
 
 /**
@@ -39,4 +39,13 @@ export async function signInWithCode(iam: Iam, person: { email: string; secret: 
   const verified = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { cookie: challenge, body: { code: totp(person.secret) } });
   expect(verified.status, JSON.stringify(verified.body)).toBe(200);
   return { token: verified.body.token as string, cookie: sessionCookieOf(verified) };
+}
+
+/** A tenant made by `by` (an operator) whose owner gave two factors and requires them of every member. */
+export async function orgRequiringTwoFactor(iam: Iam, by: { token: string }) {
+  const org = await tenantOrg(iam, by);
+  const owner = await enrolTwoFactor(iam, org.owner);
+  const set = await setOrgPolicy(iam, owner, org.orgId, { requireTwoFactor: true, requireSso: false });
+  expect(set.status, JSON.stringify(set.body)).toBe(200);
+  return { ...org, owner };
 }
