@@ -10,9 +10,9 @@ const queue: (() => void)[] = [];
 
 /**
  * Runs `work` while holding `key`: one holder at a time in this process and, on PostgreSQL, across
- * every replica (a session advisory lock). Unlike a transaction's lock, it is held while `work`
- * writes through other connections, such as the auth library's own, which no transaction of ours
- * can span. The lock takes a connection of the pool for as long as it is held, so at most half
+ * every replica (an advisory lock held by a transaction of its own, open while `work` runs). It is
+ * held while `work` writes through other connections, such as the auth library's own, which no
+ * transaction of ours can span. The lock takes a connection of the pool for as long as it is held, so at most half
  * the pool holds locks at once and the rest waits in this process: holders always leave
  * connections for their work. PGlite has one process (its data directory's lock): the chain
  * alone orders the holders there.
@@ -37,7 +37,11 @@ async function holdAcrossReplicas<T>(db: Db, key: string, work: () => Promise<T>
   try {
     const client = await pool.connect();
     try {
-      await client.query("select pg_advisory_lock(hashtextextended($1, 0))", [key]);
+      // a transaction's lock, held by an open transaction on this connection: it ends with the
+      // transaction (or the connection), and needs no session state, which pgbouncer in
+      // transaction mode would not carry
+      await client.query("begin");
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [key]);
     } catch (err) {
       client.release(err as Error);
       throw err;
@@ -46,8 +50,8 @@ async function holdAcrossReplicas<T>(db: Db, key: string, work: () => Promise<T>
     try {
       return await work();
     } finally {
-      // a connection that cannot give the lock back is closed, which gives it back
-      await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [key]).catch((err: Error) => (lost = err));
+      // a connection that cannot end its transaction is closed, which ends it and gives the lock back
+      await client.query("commit").catch((err: Error) => (lost = err));
       client.release(lost);
     }
   } finally {
