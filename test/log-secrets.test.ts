@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServiceName } from "@core/kit";
-import { call, createApiKey, operator, PASSWORD, serviceToken, signIn, signUp, uniqueEmail, type Iam } from "../services/iam/test/support/harness.js";
+import { call, cookiesOf, createApiKey, operator, PASSWORD, serviceToken, signIn, signUp, uniqueEmail, type Iam } from "../services/iam/test/support/harness.js";
 import { pollToken, refresh, startDeviceLogin } from "../services/iam/test/support/device.js";
 import { hiddenFields, PageBrowser } from "../services/iam/test/support/pages.js";
 import { authorizeAddress, exchangeCode, pkcePair, refreshGrant, registerClient } from "../services/iam/test/support/authorization-code.js";
@@ -71,14 +71,6 @@ function outbox(dataDir: string): { to: string; subject: string; text: string }[
 
 const linksIn = (text: string) => [...text.matchAll(/https?:\/\/\S+/g)].map((m) => new URL(m[0]));
 
-/** The cookies a response set, as a `Cookie` header (cleared ones left out). */
-const cookiesOf = (headers: Headers) =>
-  headers
-    .getSetCookie()
-    .filter((c) => !/max-age=0/i.test(c))
-    .map((c) => c.split(";")[0]!)
-    .filter((pair) => !pair.endsWith("="))
-    .join("; ");
 
 /** A local receiver for webhook deliveries, so no delivery looks up a name outside. */
 async function startReceiver(): Promise<{ url: string; close(): Promise<void> }> {

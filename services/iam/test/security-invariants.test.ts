@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamOverHttp, joinOrg, operator, serviceToken, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
+import { call, iamOverHttpWithOperator, joinOrg, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
 import { enrolTwoFactor, orgRequiringTwoFactor, setOrgPolicy, signedToken } from "./support/two-factor.js";
 import { oauthRefreshTokenOf, pkcePair, publicClient, refreshGrant } from "./support/authorization-code.js";
 import { cliLoginApprovedBy, refresh } from "./support/device.js";
@@ -14,21 +14,14 @@ import { hiddenFields, PageBrowser, textOf } from "./support/pages.js";
  * an organization's policy holds wherever its data is read, whatever form the token takes.
  */
 describe.each(testDatabases())("security invariants over HTTP on $name", ({ open }) => {
+  let suite: Awaited<ReturnType<typeof iamOverHttpWithOperator>>;
   let database: DatabaseHandle;
   let iam: Iam & { close(): Promise<void> };
   let op: Operator;
   let service: string;
 
-  beforeAll(async () => {
-    database = await open();
-    iam = await iamOverHttp(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await iam?.close();
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = suite = await iamOverHttpWithOperator(open)));
+  afterAll(() => suite?.close());
 
   const validateKey = (key: string) => call(iam, "POST", "/api/core/apikey/validate", { token: service, body: { key } });
   const validateSession = (token: string) => call(iam, "POST", "/api/validate-session", { token: service, body: { token } });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, iamOverHttp, joinOrg, operator, PASSWORD, serviceToken, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
+import { call, iamOverHttpWithOperator, joinOrg, PASSWORD, sessionIdOf, setActive, signIn, signUp, tenantOrg, uniqueEmail, type Iam, type Operator } from "./support/harness.js";
 import { enrolTwoFactor, orgRequiringTwoFactor, setOrgPolicy, signInWithCode } from "./support/two-factor.js";
 import { oauthRefreshTokenOf, refreshGrant } from "./support/authorization-code.js";
 import { cliLoginApprovedBy, pollToken, refresh, startDeviceLogin } from "./support/device.js";
@@ -16,21 +16,14 @@ import { clearOfStepBoundary, secretOfUri, totp } from "./support/totp.js";
  * invariants are in docs/vault/cross-cutting/security.md ("Security invariants").
  */
 describe.each(testDatabases())("security review over HTTP on $name", ({ open }) => {
+  let suite: Awaited<ReturnType<typeof iamOverHttpWithOperator>>;
   let database: DatabaseHandle;
   let iam: Iam & { close(): Promise<void> };
   let op: Operator;
   let service: string;
 
-  beforeAll(async () => {
-    database = await open();
-    iam = await iamOverHttp(database);
-    op = await operator(iam);
-    service = await serviceToken(iam);
-  });
-  afterAll(async () => {
-    await iam?.close();
-    await database?.close();
-  });
+  beforeAll(async () => ({ database, iam, op, service } = suite = await iamOverHttpWithOperator(open)));
+  afterAll(() => suite?.close());
 
   const validateSession = (token: string) => call(iam, "POST", "/api/validate-session", { token: service, body: { token } });
   /** A session lapses by time (an idle CLI keeps only its refresh token; a browser left for a week). */

@@ -1,18 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { rowsOf, testDatabases, type DatabaseHandle } from "@core/storage";
-import { call, createIam, iamWithOperator, PASSWORD, signUp, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
+import { call, cookiesOf, createIam, iamWithOperator, PASSWORD, signUp, uniqueEmail, type Iam, type Operator, type SignedUp } from "./support/harness.js";
 import { PageBrowser } from "./support/pages.js";
 import { clearOfStepBoundary, secretOfUri, totp } from "./support/totp.js";
 
 /** The `name=value` pairs of an answer's Set-Cookie headers, as one Cookie header (expired ones left out). */
-const cookiesOf = (headers: Headers) =>
-  headers
-    .getSetCookie()
-    .filter((c) => !/max-age=0/i.test(c))
-    .map((c) => c.split(";")[0]!)
-    .filter((pair) => !pair.endsWith("="))
-    .join("; ");
 
 /**
  * Issue 28: two-factor sign-in with the auth library's plugin, through its JSON routes, and what our

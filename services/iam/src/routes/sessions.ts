@@ -142,15 +142,7 @@ export async function activeSessions(ctx: IamContext, principal: Principal) {
 export async function revokeSession(c: Context, ctx: IamContext, principal: Principal, id: string) {
   const ended = await ctx.sessionRevocation.revokeOwn(principal.userId, id);
   if (!ended) throw notFound("No such session of yours");
-  await ctx.audit.record({
-    action: "session.revoke",
-    outcome: "success",
-    ...actorOf(c, { kind: "principal", principal }),
-    orgId: principal.orgId,
-    targetType: "session",
-    targetId: id,
-    metadata: { sessions: ended.length },
-  });
+  await auditRevocation(c, ctx, principal, { targetType: "session", targetId: id }, { sessions: ended.length });
 }
 
 /**
@@ -159,13 +151,9 @@ export async function revokeSession(c: Context, ctx: IamContext, principal: Prin
  */
 export async function revokeOtherSessions(c: Context, ctx: IamContext, principal: Principal) {
   const ended = await ctx.sessionRevocation.revokeAllOf(principal.userId, principal.sessionId);
-  await ctx.audit.record({
-    action: "session.revoke",
-    outcome: "success",
-    ...actorOf(c, { kind: "principal", principal }),
-    orgId: principal.orgId,
-    targetType: "user",
-    targetId: principal.userId,
-    metadata: { reason: "others", sessions: ended.length },
-  });
+  await auditRevocation(c, ctx, principal, { targetType: "user", targetId: principal.userId }, { reason: "others", sessions: ended.length });
 }
+
+/** `session.revoke` in the audit log, by the caller, with how many sessions ended. */
+const auditRevocation = (c: Context, ctx: IamContext, principal: Principal, target: { targetType: string; targetId: string }, metadata: Record<string, unknown>) =>
+  ctx.audit.record({ action: "session.revoke", outcome: "success", ...actorOf(c, { kind: "principal", principal }), orgId: principal.orgId, ...target, metadata });

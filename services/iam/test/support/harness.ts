@@ -225,6 +225,24 @@ export async function iamOverHttp(database: DatabaseHandle, options: Parameters<
   return { ...iam, app, close: () => server.close() };
 }
 
+/** IAM over real HTTP with a bootstrapped operator and a service token: the start of the security suites. */
+export async function iamOverHttpWithOperator(open: () => Promise<DatabaseHandle>) {
+  const database = await open();
+  const iam = await iamOverHttp(database);
+  const op = await operator(iam);
+  const service = await serviceToken(iam);
+  return {
+    database,
+    iam,
+    op,
+    service,
+    close: async () => {
+      await iam.close();
+      await database.close();
+    },
+  };
+}
+
 /** Signs up a user and bootstraps the operator organization with them (owner). */
 export async function operator(iam: Iam): Promise<SignedUp & { orgId: string }> {
   const person = await signUp(iam, uniqueEmail("operator"));
@@ -268,6 +286,15 @@ export async function createApiKey(iam: Iam, owner: { token: string }, body: Rec
   if (r.status !== 200) throw new Error(`api key refused: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body as { id: string; key: string; start: string };
 }
+
+/** The cookies a response set, as a `Cookie` header (cleared ones left out). */
+export const cookiesOf = (headers: Headers) =>
+  headers
+    .getSetCookie()
+    .filter((c) => !/max-age=0/i.test(c))
+    .map((c) => c.split(";")[0]!)
+    .filter((pair) => !pair.endsWith("="))
+    .join("; ");
 
 /** The session token and `Cookie` value of a `set-cookie` answer from better-auth. */
 export function sessionCookieOf(response: { headers: Headers }): string {

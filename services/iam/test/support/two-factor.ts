@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { call, PASSWORD, sessionCookieOf, tenantOrg, type Iam, type SignedUp } from "./harness.js";
+import { call, cookiesOf, PASSWORD, sessionCookieOf, tenantOrg, type Iam, type SignedUp } from "./harness.js";
 import { clearOfStepBoundary, secretOfUri, totp } from "./totp.js";
 
 /**
@@ -30,11 +30,7 @@ export async function signInWithCode(iam: Iam, person: { email: string; secret: 
   const first = await call(iam, "POST", "/api/auth/sign-in/email", { headers: { origin: iam.origin }, body: { email: person.email, password: PASSWORD } });
   expect(first.status, JSON.stringify(first.body)).toBe(200);
   expect(first.body.twoFactorRedirect).toBe(true);
-  const challenge = first.headers
-    .getSetCookie()
-    .map((c) => c.split(";")[0]!)
-    .filter((pair) => !pair.endsWith("="))
-    .join("; ");
+  const challenge = cookiesOf(first.headers);
   await clearOfStepBoundary();
   const verified = await call(iam, "POST", "/api/auth/two-factor/verify-totp", { cookie: challenge, body: { code: totp(person.secret) } });
   expect(verified.status, JSON.stringify(verified.body)).toBe(200);
