@@ -1,6 +1,7 @@
 -- Issue 35, the security invariants (docs/vault/cross-cutting/security.md): CLI logins record the
 -- session that approved them and its strength; a pending invitation is unique per organization and
--- address; every API key names the organization it acts in.
+-- address, and a membership per organization and person; every API key names the organization it
+-- acts in.
 ALTER TABLE "iam"."device_codes" ADD COLUMN "approved_by_session_id" text;--> statement-breakpoint
 ALTER TABLE "iam"."device_codes" ADD COLUMN "approved_sign_in_method" text;--> statement-breakpoint
 ALTER TABLE "iam"."device_codes" ADD COLUMN "approved_sso_provider_id" text;--> statement-breakpoint
@@ -26,6 +27,19 @@ WHERE "id" IN (
   WHERE "place" > 1
 );--> statement-breakpoint
 CREATE UNIQUE INDEX "invitation_pending_unique" ON "iam"."invitation" USING btree ("organization_id",lower("email")) WHERE "iam"."invitation"."status" = 'pending';--> statement-breakpoint
+-- One membership per organization and person (routes/auth-library.ts): accepting an invitation to
+-- an organization the person had joined meanwhile (its single sign-on provisions members) made a
+-- second. Of such pairs the oldest membership stays, the role it gave the person first; the others
+-- go, and with them nothing else (grants and overrides belong to the person and the organization,
+-- not to a membership row).
+DELETE FROM "iam"."member" WHERE "id" IN (
+  SELECT "id" FROM (
+    SELECT "id", row_number() OVER (PARTITION BY "organization_id", "user_id" ORDER BY "created_at", "id") AS "place"
+    FROM "iam"."member"
+  ) AS "ranked"
+  WHERE "place" > 1
+);--> statement-breakpoint
+CREATE UNIQUE INDEX "member_organization_user_unique" ON "iam"."member" USING btree ("organization_id","user_id");--> statement-breakpoint
 CREATE INDEX "refresh_tokens_made_by_session_idx" ON "iam"."refresh_tokens" USING btree ("made_by_session_id");
 --> statement-breakpoint
 -- An API key made without an organization used to act in its owner's default one when used (the

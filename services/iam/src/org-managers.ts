@@ -1,6 +1,6 @@
 import { and, eq, or, sql } from "drizzle-orm";
 import { ApiError, unixSeconds, type Clock } from "@core/kit";
-import { withHeldLock, type Db } from "@core/storage";
+import { isUniqueViolation, withHeldLock, type Db } from "@core/storage";
 import type { AuditInput, AuditLog } from "./audit.js";
 import { grants, member, organization, roleMappings, user } from "./db/schema.js";
 import { effectivePermissions, rolesOf, type GrantLike, type OrgType } from "./permissions.js";
@@ -176,3 +176,6 @@ export async function checkKeepsAManager(rule: ManagerRule, orgId: string, chang
     throw err;
   }
 }
+
+/** A second membership of one person in one organization, refused by its index (`member_organization_user_unique`). */
+export const isSecondMembership = (err: unknown): boolean => isUniqueViolation(err, "member_organization_user_unique");

@@ -223,6 +223,22 @@ describe.each(testDatabases())("security review over HTTP on $name", ({ open }) 
     }
   });
 
+  describe("a person is a member of an organization once", () => {
+    it("accepting an invitation to an organization one joined meanwhile (its single sign-on provisions members) answers 400, and adds no second membership", async () => {
+      const org = await tenantOrg(iam, op);
+      const person = await signUp(iam, uniqueEmail("joined"));
+      const invited = await call(iam, "POST", `/api/core/organizations/${org.orgId}/invitations`, { token: org.owner.token, body: { email: person.email, role: "admin" } });
+      expect(invited.status).toBe(201);
+      // what the SSO plugin's provisioning writes when the person signs in through the organization's provider
+      await database.db.execute(sql`insert into iam.member (id, organization_id, user_id, role, created_at) values (${`mem-${Date.now().toString(36)}`}, ${org.orgId}, ${person.userId}, 'member', now())`);
+      const accepted = await call(iam, "POST", "/api/auth/organization/accept-invitation", { token: person.token, body: { invitationId: invited.body.id } });
+      expect(accepted.status, JSON.stringify(accepted.body)).toBe(400);
+      expect(accepted.body.code).toBe("USER_IS_ALREADY_A_MEMBER_OF_THIS_ORGANIZATION");
+      const memberships = rowsOf<{ role: string }>(await database.db.execute(sql`select role from iam.member where organization_id = ${org.orgId} and user_id = ${person.userId}`));
+      expect(memberships).toEqual([{ role: "member" }]);
+    });
+  });
+
   describe("no answer tells of records beyond the caller's organizations", () => {
     it("removing another organization's grant answers as removing one that does not exist", async () => {
       const mine = await tenantOrg(iam, op);

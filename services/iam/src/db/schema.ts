@@ -122,7 +122,12 @@ export const member = iam.table(
     role: text("role").default("member").notNull(),
     createdAt: ts("created_at").notNull(),
   },
-  (t) => [index("member_organization_id_idx").on(t.organizationId), index("member_user_id_idx").on(t.userId)],
+  (t) => [
+    index("member_organization_id_idx").on(t.organizationId),
+    index("member_user_id_idx").on(t.userId),
+    // one membership per person and organization, whichever path adds it (routes/auth-library.ts)
+    uniqueIndex("member_organization_user_unique").on(t.organizationId, t.userId),
+  ],
 );
 
 export const invitation = iam.table(

@@ -6,7 +6,7 @@ import { actorOf, requireSession } from "../access.js";
 import type { IamContext } from "../app.js";
 import { callAuthLibrary, libraryServes } from "../auth-library.js";
 import { expireLapsedInvitations, isSecondPendingInvitation } from "../invitations.js";
-import { checkKeepsAManager, memberUserOf, withManagerLock, type ManagerChange } from "../org-managers.js";
+import { checkKeepsAManager, isSecondMembership, memberUserOf, withManagerLock, type ManagerChange } from "../org-managers.js";
 import { rolesOf } from "../permissions.js";
 import { ProfileName } from "./schemas.js";
 
@@ -109,9 +109,9 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
       if (body && memberChange) planned = await plannedChange(c, ctx, body, memberChange);
       if (body && inviting) await expireLapsedBefore(c, ctx, body);
     }
-    if (inviting) return inviteThroughLibrary(c, ctx);
     if (planned) return keepingAManager(c, ctx, planned);
-    return callAuthLibrary(c, ctx, await libraryRequestOf(c));
+    const indexed = c.req.method === "POST" ? HELD_BY_AN_INDEX[path] : undefined;
+    return indexed ? throughTheIndex(c, ctx, indexed) : callAuthLibrary(c, ctx, await libraryRequestOf(c));
   });
 }
 
@@ -119,17 +119,25 @@ export function authLibraryRoutes(app: ServiceApp, ctx: IamContext) {
 const INVITE_MEMBER = "/organization/invite-member";
 
 /**
- * The library checks for a pending invitation and then inserts, so in a burst of invitations of one
- * address every request may pass its check: the index refuses all but the first insert, and those
- * get the library's own answer to a second invitation, as they would have a moment later.
+ * Library routes that check and then insert, where an index of ours holds what the check meant to
+ * (a burst of requests may all pass the check): the insert it refuses gets the library's own answer,
+ * as the request would have had a moment later. One pending invitation per address
+ * (invitations.ts); one membership per person and organization (`member_organization_user_unique`:
+ * accepting an invitation to an organization the person joined meanwhile, through its single
+ * sign-on's provisioning, made a second one).
  */
-async function inviteThroughLibrary(c: Context, ctx: IamContext): Promise<Response> {
+const HELD_BY_AN_INDEX: Record<string, { refused: (err: unknown) => boolean; answer: { code: string; message: string } }> = {
+  [INVITE_MEMBER]: { refused: isSecondPendingInvitation, answer: { code: "USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION", message: "User is already invited to this organization" } },
+  "/organization/accept-invitation": { refused: isSecondMembership, answer: { code: "USER_IS_ALREADY_A_MEMBER_OF_THIS_ORGANIZATION", message: "User is already a member of this organization" } },
+};
+
+async function throughTheIndex(c: Context, ctx: IamContext, indexed: (typeof HELD_BY_AN_INDEX)[string]): Promise<Response> {
   try {
     return await callAuthLibrary(c, ctx, await libraryRequestOf(c));
   } catch (err) {
-    if (!isSecondPendingInvitation(err)) throw err;
-    // the organization plugin's USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION, as its router answers it
-    return withRequestId(c, Response.json({ message: "User is already invited to this organization", code: "USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION" }, { status: 400 }));
+    if (!indexed.refused(err)) throw err;
+    // the organization plugin's refusal, as its router answers it
+    return withRequestId(c, Response.json(indexed.answer, { status: 400 }));
   }
 }
 
