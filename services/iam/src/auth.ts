@@ -294,6 +294,8 @@ export function createAuth(deps: AuthDeps) {
         "/send-verification-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.magicLink },
         "/reset-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/change-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
+        // it answers whether a password is right: as guessable as signing in
+        "/verify-password": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         "/verify-email": { window: config.rateLimits.windowSeconds, max: config.rateLimits.signIn },
         ...Object.fromEntries(PASSKEY_RATE_LIMITED.map((path) => [path, { window: config.rateLimits.windowSeconds, max: config.rateLimits.passkey }])),
         "/sign-in/sso": { window: config.rateLimits.windowSeconds, max: config.rateLimits.ssoStart },

@@ -37,6 +37,16 @@ describe.each(testDatabases())("client addresses and atomic limits on $name", ({
     expect((await signIn(ada.email, PASSWORD, "198.51.100.21")).status).toBe(200);
   });
 
+  it("limits checks of a password as it limits sign-ins: verify-password answers whether one is right", async () => {
+    const eve = await signUp(iam);
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await call(iam, "POST", "/api/auth/verify-password", { token: eve.token, headers: { "x-forwarded-for": "198.51.100.30" }, body: { password: `guess-${i}` } })).status);
+    }
+    expect(statuses.slice(0, 4).every((s) => s !== 429), String(statuses)).toBe(true);
+    expect(statuses.slice(4)).toEqual([429, 429]);
+  });
+
   it("lets no more sign-ins through than the limit when they arrive all at once", async () => {
     const bob = await signUp(iam);
     const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => signIn(bob.email, `wrong-${i}`, `10.0.${i}.9, 198.51.100.22`)));

@@ -223,6 +223,16 @@ describe.each(testDatabases())("security review over HTTP on $name", ({ open }) 
     }
   });
 
+  describe("an API key is one by its look", () => {
+    it("refuses a prefix of the client's own: every key starts core_, which the CLI and the log rule read", async () => {
+      const person = await signUp(iam, uniqueEmail("prefix"));
+      const made = await call(iam, "POST", "/api/auth/api-key/create", { token: person.token, body: { name: "disguised", prefix: "plt_" } });
+      expect(made.status, JSON.stringify(made.body)).toBe(400);
+      expect(made.body.error.code).toBe("VALIDATION_ERROR");
+      expect((await call(iam, "POST", "/api/auth/api-key/create", { token: person.token, body: { name: "plain", prefix: "core_" } })).body.key).toMatch(/^core_/);
+    });
+  });
+
   describe("a person is a member of an organization once", () => {
     it("accepting an invitation to an organization one joined meanwhile (its single sign-on provisions members) answers 400, and adds no second membership", async () => {
       const org = await tenantOrg(iam, op);

@@ -22,6 +22,8 @@ export const LIBRARY_BOUNDS: Record<string, z.ZodObject> = {
   // a passkey's name is bounded as a key's is; adding a passkey never makes a second session (passkeys.ts)
   "/passkey/verify-registration": z.looseObject({ name: z.string().max(100).optional(), createSession: z.literal(false).optional() }),
   "/passkey/update-passkey": z.looseObject({ name: z.string().max(100) }),
+  // every key starts `core_`: the CLI tells a key from a token by it, and the log rule redacts it by it
+  "/api-key/create": z.looseObject({ prefix: z.literal("core_").optional() }),
 };
 
 // the member columns the library may sort by; filters compare text columns only (a date compared to text fails in the database)
